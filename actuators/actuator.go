@@ -39,9 +39,10 @@ func (k Kind) Valid() bool {
 // Driver sets one output. Implementations must honour the context deadline:
 // the engine treats a Set that returns after its deadline as in doubt.
 type Driver interface {
-	// Set commands the output to value. An error means the effect may not
-	// have happened; context.DeadlineExceeded or ErrLinkLost mean it may have
-	// (in doubt).
+	// Set commands the output to value. An error wrapping
+	// context.DeadlineExceeded or ErrLinkLost means the effect is in doubt
+	// (it may have happened); any other error promises the output did not
+	// change, so the engine has nothing to undo for that step.
 	Set(ctx context.Context, value float64) error
 	// Halt makes the output inert (stop pulses, de-energise). It is the
 	// `detach` safe policy and must work even when Set is failing.

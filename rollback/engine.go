@@ -1,0 +1,540 @@
+package rollback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+)
+
+// Journal is what the engine needs of the write-ahead journal (wal.Log
+// implements it). Enqueue orders a record after every record enqueued
+// before it and returns at once; Sync returns when every record enqueued
+// before the call is durable. Any error is fatal.
+type Journal interface {
+	Enqueue(typ uint8, payload []byte) (seq uint64, err error)
+	Sync() error
+}
+
+// Supplies reports the state of a named supply at a time. ok is false when no
+// such supply exists.
+type Supplies interface {
+	SupplyState(name string, now time.Time) (st limits.SupplyState, ok bool)
+}
+
+// Durability says which intents wait for fdatasync before their effect.
+type Durability uint8
+
+const (
+	// EveryStep makes every INTENT durable before its effect (the default).
+	EveryStep Durability = iota
+	// FirstTouch makes durable only a saga's first INTENT on an actuator (its
+	// prior is the saga's restore target); later steps on that actuator ride
+	// the next group commit. It trades audit completeness for rate: after a
+	// crash the last few steps may be missing from the journal, but the
+	// actuator is still restored to the saga's starting value.
+	FirstTouch
+)
+
+func (d Durability) String() string {
+	if d == FirstTouch {
+		return "first-touch"
+	}
+	return "every-step"
+}
+
+// Order is the unwind order.
+type Order uint8
+
+const (
+	// Retrace undoes steps last-first, each to its own prior: the arm goes
+	// back the way it came (the default).
+	Retrace Order = iota
+	// Direct moves each actuator straight to its pre-saga value, in reverse
+	// order of first touch.
+	Direct
+)
+
+func (o Order) String() string {
+	if o == Direct {
+		return "direct"
+	}
+	return "retrace"
+}
+
+// OnCompensationFailure says what the engine does when a compensation still
+// fails after its retries and the actuator has gone to its safe policy.
+type OnCompensationFailure uint8
+
+const (
+	// HaltOnFailure latches halt: every actuator to its safe policy, the rest
+	// of the unwind unresolved (the default).
+	HaltOnFailure OnCompensationFailure = iota
+	// ContinueOnFailure carries on unwinding the remaining steps.
+	ContinueOnFailure
+)
+
+// Config wires an engine.
+type Config struct {
+	Journal   Journal
+	Actuators *actuators.Registry
+	Supplies  Supplies         // nil: actuators naming a supply are refused
+	Now       func() time.Time // nil: time.Now (its monotonic reading)
+
+	Durability            Durability
+	Order                 Order
+	OnCompensationFailure OnCompensationFailure
+	Retries               int           // compensation retries after the first attempt; default 2
+	RetryBackoff          time.Duration // first backoff, doubled each retry; default 10ms
+	Logger                *slog.Logger  // nil: discard
+}
+
+// Owner identifies who acts in a saga. Lease and epoch are checked by the
+// supervisor; the engine records them and refuses another owner's commands.
+type Owner struct {
+	Agent string
+	Lease string
+	Epoch uint64
+}
+
+// Command is one step request.
+type Command struct {
+	ID       string
+	Actuator string
+	Value    float64
+	Deadline time.Time // zero: none
+}
+
+// StepResult is what a successful step did.
+type StepResult struct {
+	Step      uint32
+	Prior     float64
+	Value     float64 // the value applied (differs from Requested when clamped)
+	Requested float64
+	Clamped   bool
+}
+
+type actState struct {
+	a         *actuators.Actuator
+	commanded float64
+	at        time.Time // when the last command was applied; zero when unknown
+	holder    *saga
+}
+
+type step struct {
+	n        uint32
+	actName  string
+	act      *actState // nil when the journal names an actuator no longer configured
+	prior    float64
+	target   float64
+	outcome  Outcome // "" while the effect is in flight
+	bucket   Bucket  // "" until unwound
+	attempts uint32
+	err      string
+	// compTarget is what the last journaled compensation drove to; only
+	// replay needs it, to rebuild the commanded value.
+	compTarget float64
+}
+
+type saga struct {
+	id        uint64
+	owner     Owner
+	steps     []*step
+	ids       map[string]struct{}
+	busy      bool // a step's effect is in flight
+	unwinding bool
+	abortWhy  string // set once ABORT is journaled
+	// pendingAbort is set when the saga's agent was aborted while a step was
+	// in flight; the step unwinds the saga when its effect returns.
+	pendingAbort string
+}
+
+// Engine runs the step protocol and unwinds. It is safe for concurrent use.
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	acts     map[string]*actState
+	sagas    map[uint64]*saga
+	nextSaga uint64
+	halted   bool
+	haltWhy  string
+	fatal    error
+	buf      []byte // record encoding buffer, guarded by mu
+	inflight sync.WaitGroup
+	haltMu   sync.Mutex // serialises halts
+}
+
+// New builds an engine. Before serving, a recovering caller feeds it the
+// journal with Apply and then calls Recover.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Journal == nil || cfg.Actuators == nil {
+		return nil, errors.New("rollback: config needs a journal and actuators")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Retries < 0 {
+		return nil, errors.New("rollback: negative retries")
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 2
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 10 * time.Millisecond
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		log:      lg,
+		acts:     make(map[string]*actState),
+		sagas:    make(map[uint64]*saga),
+		nextSaga: 1,
+		buf:      make([]byte, 0, 512),
+	}
+	for _, name := range cfg.Actuators.Names() {
+		a := cfg.Actuators.Get(name)
+		e.acts[name] = &actState{a: a, commanded: a.Initial}
+	}
+	return e, nil
+}
+
+// enqueue journals r without waiting. Callers hold mu.
+func (e *Engine) enqueue(r *Record) (uint64, error) {
+	if e.fatal != nil {
+		return 0, e.fatal
+	}
+	r.UnixNano = e.cfg.Now().UnixNano()
+	e.buf = r.AppendEncode(e.buf[:0])
+	seq, err := e.cfg.Journal.Enqueue(uint8(r.Type), e.buf)
+	if err != nil {
+		e.failLocked(err)
+	}
+	return seq, err
+}
+
+// sync waits for durability of everything enqueued. Callers do not hold mu.
+func (e *Engine) sync() error {
+	err := e.cfg.Journal.Sync()
+	if err != nil {
+		e.mu.Lock()
+		e.failLocked(err)
+		e.mu.Unlock()
+	}
+	return err
+}
+
+// journal enqueues r and waits for it to be durable. Callers hold mu; it is
+// released while waiting and held again on return.
+func (e *Engine) journal(r *Record) error {
+	if _, err := e.enqueue(r); err != nil {
+		return err
+	}
+	e.mu.Unlock()
+	err := e.sync()
+	e.mu.Lock()
+	return err
+}
+
+// failLocked latches the journal failure: fail-stop. A journal that cannot
+// record an intent cannot permit an effect.
+func (e *Engine) failLocked(err error) {
+	if e.fatal != nil {
+		return
+	}
+	e.fatal = fmt.Errorf("rollback: journal failed: %w", err)
+	e.log.Error("journal failed; halting", "err", err)
+	go e.Halt("journal failed") // Halt takes mu; the gate already refuses on fatal
+}
+
+// Begin opens a saga for owner.
+func (e *Engine) Begin(owner Owner) (uint64, error) {
+	if owner.Agent == "" {
+		return 0, refusal(CodeBadRequest, "begin without an agent")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.gateGlobal(); err != nil {
+		return 0, err
+	}
+	s := &saga{id: e.nextSaga, owner: owner, ids: make(map[string]struct{})}
+	e.nextSaga++
+	if _, err := e.enqueue(&Record{Type: RecBegin, Saga: s.id, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch}); err != nil {
+		return 0, refusal(CodeJournalFailed, "%v", err)
+	}
+	e.sagas[s.id] = s
+	return s.id, nil
+}
+
+func (e *Engine) gateGlobal() *Error {
+	if e.fatal != nil {
+		return &Error{Code: CodeJournalFailed, Message: e.fatal.Error(), err: e.fatal}
+	}
+	if e.halted {
+		return refusal(CodeHalted, "halted: %s", e.haltWhy)
+	}
+	return nil
+}
+
+// openSaga finds an open saga of owner that is free to act. Callers hold mu.
+func (e *Engine) openSaga(id uint64, owner Owner) (*saga, *Error) {
+	s := e.sagas[id]
+	if s == nil || s.unwinding {
+		return nil, refusal(CodeSagaUnknown, "no open saga %d", id)
+	}
+	if s.owner != owner {
+		return nil, refusal(CodeSagaNotOwner, "saga %d belongs to agent %q lease %q epoch %d", id, s.owner.Agent, s.owner.Lease, s.owner.Epoch)
+	}
+	if s.busy {
+		return nil, refusal(CodeSagaBusy, "saga %d has a step in flight", id)
+	}
+	return s, nil
+}
+
+// Step runs one command through the gate, the durable intent, the effect
+// and the outcome. A refusal returns an *Error and moves nothing. A failed
+// or in-doubt effect unwinds the saga and returns an *Error carrying the
+// RollbackReport.
+func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, error) {
+	e.mu.Lock()
+	now := e.cfg.Now()
+	s, st, v, rerr := e.gate(sagaID, owner, cmd, now)
+	if rerr != nil {
+		// Refusals are journaled for the audit trail; durability is not
+		// required, so they ride the next group commit.
+		if e.fatal == nil {
+			e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
+				Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Code: string(rerr.Code), Message: rerr.Message})
+		}
+		e.mu.Unlock()
+		return StepResult{}, rerr
+	}
+	firstTouch := st.holder == nil
+	st.holder = s
+	sp := &step{n: uint32(len(s.steps) + 1), actName: cmd.Actuator, act: st, prior: st.commanded, target: v.Value}
+	s.steps = append(s.steps, sp)
+	s.busy = true
+	rec := Record{Type: RecIntent, Saga: s.id, Step: sp.n, Actuator: cmd.Actuator, Target: v.Value, Prior: sp.prior,
+		Requested: cmd.Value, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID}
+	if v.Clamped {
+		rec.Flags |= FlagClamped
+	}
+	if firstTouch {
+		rec.Flags |= FlagFirstTouch
+	}
+	_, err := e.enqueue(&rec)
+	if err == nil {
+		e.inflight.Add(1)
+	}
+	e.mu.Unlock()
+	if err == nil && (e.cfg.Durability == EveryStep || firstTouch) {
+		if err = e.sync(); err != nil {
+			e.inflight.Done()
+		}
+	}
+	if err != nil {
+		// The intent may not be durable: the effect must not happen.
+		e.mu.Lock()
+		sp.outcome = Failed
+		s.busy = false
+		e.mu.Unlock()
+		return StepResult{}, &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+	}
+
+	effErr := e.effect(st.a, v.Value)
+	e.inflight.Done()
+
+	e.mu.Lock()
+	outcome := Applied
+	out := Record{Type: RecApplied, Saga: s.id, Step: sp.n}
+	if effErr != nil {
+		outcome = Failed
+		out.Type = RecFailed
+		out.Message = effErr.Error()
+		out.Code = "FAILED"
+		if inDoubt(effErr) {
+			outcome = InDoubt
+			out.Flags |= FlagInDoubt
+			out.Code = "IN_DOUBT"
+		}
+	}
+	sp.outcome = outcome
+	if outcome != Failed {
+		// In doubt counts as applied: the target is the best knowledge.
+		st.commanded = v.Value
+		st.at = now
+	}
+	e.enqueue(&out)
+	s.busy = false
+	if outcome == Applied {
+		if e.halted {
+			// A halt arrived while the effect was in flight: end the saga.
+			rep := e.closeHaltedLocked(s)
+			e.mu.Unlock()
+			return StepResult{}, &Error{Code: CodeHalted, Message: "halted during the step; saga ended unresolved", Report: rep}
+		}
+		if why := s.pendingAbort; why != "" {
+			rep := e.unwindLocked(s, why, false)
+			e.mu.Unlock()
+			return StepResult{}, &Error{Code: CodeSagaUnknown, Message: "saga aborted during the step: " + why, Report: rep}
+		}
+		e.mu.Unlock()
+		return StepResult{Step: sp.n, Prior: sp.prior, Value: v.Value, Requested: cmd.Value, Clamped: v.Clamped}, nil
+	}
+	why := fmt.Sprintf("step %d on %s %s: %v", sp.n, cmd.Actuator, outcome, effErr)
+	rep := e.unwindLocked(s, why, false)
+	e.mu.Unlock()
+	code := CodeStepFailed
+	if outcome == InDoubt {
+		code = CodeStepInDoubt
+	}
+	return StepResult{}, &Error{Code: code, Message: why, Report: rep, err: effErr}
+}
+
+func finiteOrZero(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// gate decides whether cmd may proceed. Callers hold mu. It touches nothing
+// but the saga's seen-ids set.
+func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*saga, *actState, limits.Verdict, *Error) {
+	var v limits.Verdict
+	if err := e.gateGlobal(); err != nil {
+		return nil, nil, v, err
+	}
+	if cmd.ID == "" {
+		return nil, nil, v, refusal(CodeBadRequest, "command without an id")
+	}
+	s, err := e.openSaga(sagaID, owner)
+	if err != nil {
+		return nil, nil, v, err
+	}
+	if _, seen := s.ids[cmd.ID]; seen {
+		return nil, nil, v, refusal(CodeDuplicateID, "command id %q already seen in saga %d", cmd.ID, s.id)
+	}
+	s.ids[cmd.ID] = struct{}{}
+	if !cmd.Deadline.IsZero() && !now.Before(cmd.Deadline) {
+		return nil, nil, v, refusal(CodeDeadlinePassed, "deadline passed %s ago", now.Sub(cmd.Deadline))
+	}
+	st := e.acts[cmd.Actuator]
+	if st == nil {
+		return nil, nil, v, refusal(CodeActuatorUnknown, "no actuator %q", cmd.Actuator)
+	}
+	if st.holder != nil && st.holder != s {
+		return nil, nil, v, refusal(CodeActuatorBusy, "%s is held by saga %d", cmd.Actuator, st.holder.id)
+	}
+	prev := limits.Prev{Value: st.commanded, At: st.at, Known: true}
+	v = limits.Check(st.a.Limits, prev, cmd.Value, now)
+	if !v.OK() {
+		return nil, nil, v, &Error{Code: Code(v.Code), Message: cmd.Actuator + ": " + v.Message()}
+	}
+	if name := st.a.Limits.Supply; name != "" {
+		var ss limits.SupplyState
+		ok := false
+		if e.cfg.Supplies != nil {
+			ss, ok = e.cfg.Supplies.SupplyState(name, now)
+		}
+		if !ok {
+			return nil, nil, v, refusal(Code(limits.SupplyUnknown), "%s: supply %q unknown", cmd.Actuator, name)
+		}
+		if c := limits.CheckSupply(st.a.Limits, ss); c != limits.OK {
+			return nil, nil, v, refusal(Code(c), "%s: supply %q at %.2f V", cmd.Actuator, name, ss.Volts)
+		}
+	}
+	return s, st, v, nil
+}
+
+// effect drives one actuator with the driver timeout.
+func (e *Engine) effect(a *actuators.Actuator, value float64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.DriverTimeout())
+	defer cancel()
+	err := a.Driver.Set(ctx, value)
+	if err == nil && ctx.Err() != nil {
+		// Returned late: the driver broke its contract; treat as in doubt.
+		err = ctx.Err()
+	}
+	return err
+}
+
+// inDoubt reports whether a driver error leaves the effect unknown.
+func inDoubt(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost)
+}
+
+// Commit closes a saga: its commit record is durable before Commit returns.
+func (e *Engine) Commit(sagaID uint64, owner Owner) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.gateGlobal(); err != nil {
+		return err
+	}
+	s, rerr := e.openSaga(sagaID, owner)
+	if rerr != nil {
+		return rerr
+	}
+	s.busy = true // nothing else may act on it while the commit is made durable
+	err := e.journal(&Record{Type: RecCommit, Saga: s.id})
+	s.busy = false
+	if err != nil {
+		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+	}
+	e.closeLocked(s)
+	return nil
+}
+
+// Abort unwinds an open saga of owner and returns its report.
+func (e *Engine) Abort(sagaID uint64, owner Owner, reason string) (*Report, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, rerr := e.openSaga(sagaID, owner)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if reason == "" {
+		reason = "aborted by agent"
+	}
+	return e.unwindLocked(s, reason, false), nil
+}
+
+// AbortAgent unwinds every open saga of an agent, newest first — what a
+// lease expiry or an agent's last will does. A saga with a step in flight is
+// marked and unwound by that step as soon as its effect returns; its report
+// is then returned to the step's caller, not here.
+func (e *Engine) AbortAgent(agent, reason string) []*Report {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var reps []*Report
+	for _, s := range e.sagasNewestFirst() {
+		if s.owner.Agent != agent || s.unwinding {
+			continue
+		}
+		if s.busy {
+			s.pendingAbort = reason
+			continue
+		}
+		reps = append(reps, e.unwindLocked(s, reason, false))
+	}
+	return reps
+}
+
+func (e *Engine) closeLocked(s *saga) {
+	for _, sp := range s.steps {
+		if sp.act != nil && sp.act.holder == s {
+			sp.act.holder = nil
+		}
+	}
+	delete(e.sagas, s.id)
+}

@@ -1,0 +1,145 @@
+package rollback
+
+import (
+	"context"
+	"errors"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+)
+
+// Halt latches the halt: every later command is refused, open sagas that are
+// not mid-step or mid-unwind end with their steps unresolved, effects in
+// flight are waited for, and then every actuator goes to its safe policy.
+// It returns the reports of the sagas it ended and the safe-policy errors.
+func (e *Engine) Halt(reason string) ([]*Report, error) {
+	e.haltMu.Lock()
+	defer e.haltMu.Unlock()
+	e.mu.Lock()
+	if !e.halted {
+		e.halted = true
+		e.haltWhy = reason
+		e.log.Error("halt", "reason", reason)
+		if e.fatal == nil {
+			e.enqueue(&Record{Type: RecHalt, Message: reason})
+		}
+	}
+	var reps []*Report
+	for _, s := range e.sagasNewestFirst() {
+		if !s.busy && !s.unwinding {
+			reps = append(reps, e.closeHaltedLocked(s))
+		}
+	}
+	fatal := e.fatal
+	e.mu.Unlock()
+	if fatal == nil {
+		e.sync()
+	}
+	// No effect starts once halted is set (it is checked under mu before
+	// every effect), so this wait is bounded by the driver timeouts.
+	e.inflight.Wait()
+	return reps, e.goSafeAll()
+}
+
+// closeHaltedLocked ends a saga without moving anything: every unsettled
+// step is unresolved. Callers hold mu.
+func (e *Engine) closeHaltedLocked(s *saga) *Report {
+	s.unwinding = true
+	why := s.abortWhy
+	if why == "" {
+		why = "halted: " + e.haltWhy
+		s.abortWhy = why
+		if e.fatal == nil {
+			e.enqueue(&Record{Type: RecAbort, Saga: s.id, Message: why})
+		}
+	}
+	rep := &Report{Saga: s.id, Agent: s.owner.Agent, Reason: why, Order: e.cfg.Order}
+	for _, g := range e.plan(s) {
+		e.settle(s, g, Unresolved, "not attempted: halted")
+		for _, sp := range g.steps {
+			rep.Steps = append(rep.Steps, StepReport{Step: sp.n, Actuator: sp.actName, Prior: g.target, Target: sp.target,
+				Outcome: sp.outcome, Bucket: sp.bucket, Attempts: sp.attempts, Error: sp.err})
+		}
+	}
+	if e.fatal == nil {
+		e.enqueue(&Record{Type: RecEnd, Saga: s.id, Code: rep.Verdict()})
+	}
+	e.closeLocked(s)
+	return rep
+}
+
+// goSafeAll applies every actuator's safe policy. It does not hold mu: a
+// hung driver must not block the engine beyond its own timeout.
+func (e *Engine) goSafeAll() error {
+	var errs []error
+	for _, name := range e.cfg.Actuators.Names() {
+		a := e.cfg.Actuators.Get(name)
+		err := a.GoSafe(context.Background())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if a.Safe.Mode == actuators.SafeValue {
+			e.mu.Lock()
+			e.acts[name].commanded = a.Safe.Value
+			e.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reset clears a halt. It is an operator action; the supervisor checks the
+// ready conditions before calling it. A failed journal cannot be reset.
+func (e *Engine) Reset(by string) error {
+	e.haltMu.Lock()
+	defer e.haltMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.fatal != nil {
+		return &Error{Code: CodeJournalFailed, Message: "the journal failed; restart the supervisor", err: e.fatal}
+	}
+	if !e.halted {
+		return nil
+	}
+	if err := e.journal(&Record{Type: RecReset, Agent: by}); err != nil {
+		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+	}
+	e.halted = false
+	e.haltWhy = ""
+	return nil
+}
+
+// Halted reports whether the engine is halted, and why.
+func (e *Engine) Halted() (bool, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.halted, e.haltWhy
+}
+
+// Err returns the journal failure that stopped the engine, or nil.
+func (e *Engine) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fatal
+}
+
+// Commanded returns the engine's knowledge of an actuator's commanded value.
+func (e *Engine) Commanded(name string) (float64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.acts[name]
+	if st == nil {
+		return 0, false
+	}
+	return st.commanded, true
+}
+
+// OpenSagas returns the ids of open sagas, newest first.
+func (e *Engine) OpenSagas() []uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ids []uint64
+	for _, s := range e.sagasNewestFirst() {
+		ids = append(ids, s.id)
+	}
+	return ids
+}

@@ -1,0 +1,186 @@
+package rollback
+
+import (
+	"fmt"
+)
+
+// Apply feeds one journal record to an engine that is not yet serving, to
+// rebuild what a previous process left: commanded values, open sagas with
+// their steps and unwind progress, and the halt latch. Call it for every
+// record in order, then Recover.
+func (e *Engine) Apply(seq uint64, typ uint8, payload []byte) error {
+	r, err := DecodeRecord(typ, payload)
+	if err != nil {
+		return fmt.Errorf("record %d: %w", seq, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.applyLocked(&r); err != nil {
+		return fmt.Errorf("record %d (%s): %w", seq, r.Type, err)
+	}
+	return nil
+}
+
+func (e *Engine) applyLocked(r *Record) error {
+	if r.Saga >= e.nextSaga {
+		e.nextSaga = r.Saga + 1
+	}
+	switch r.Type {
+	case RecBegin:
+		if e.sagas[r.Saga] != nil {
+			return fmt.Errorf("saga %d begun twice", r.Saga)
+		}
+		e.sagas[r.Saga] = &saga{id: r.Saga, owner: Owner{Agent: r.Agent, Lease: r.Lease, Epoch: r.Epoch}, ids: map[string]struct{}{}}
+	case RecIntent:
+		s, err := e.replaySaga(r)
+		if err != nil {
+			return err
+		}
+		if int(r.Step) != len(s.steps)+1 {
+			return fmt.Errorf("saga %d: step %d follows step %d", s.id, r.Step, len(s.steps))
+		}
+		st := e.acts[r.Actuator] // nil if no longer configured: reported at unwind
+		sp := &step{n: r.Step, actName: r.Actuator, act: st, prior: r.Prior, target: r.Target}
+		s.steps = append(s.steps, sp)
+		if r.CmdID != "" {
+			s.ids[r.CmdID] = struct{}{}
+		}
+		if st != nil {
+			st.holder = s
+			st.commanded = r.Target // in doubt until its outcome: treated as applied
+		}
+	case RecApplied, RecFailed:
+		sp, err := e.replayStep(r)
+		if err != nil {
+			return err
+		}
+		sp.outcome = Applied
+		if r.Type == RecFailed {
+			sp.outcome = Failed
+			if r.Flags&FlagInDoubt != 0 {
+				sp.outcome = InDoubt
+			} else if sp.act != nil {
+				sp.act.commanded = sp.prior
+			}
+		}
+	case RecCommit, RecEnd:
+		s, err := e.replaySaga(r)
+		if err != nil {
+			return err
+		}
+		e.closeLocked(s)
+	case RecAbort:
+		s, err := e.replaySaga(r)
+		if err != nil {
+			return err
+		}
+		s.abortWhy = r.Message
+	case RecCompIntent:
+		s, err := e.replaySaga(r)
+		if err != nil {
+			return err
+		}
+		sp, err := e.replayStep(r)
+		if err != nil {
+			return err
+		}
+		// In direct order one compensation settles every step of the saga
+		// on that actuator; count the attempt on all of them.
+		for _, o := range s.steps {
+			if o.actName == sp.actName && o.bucket == "" {
+				o.attempts = max(o.attempts, r.Attempt)
+				o.compTarget = r.Target
+			}
+		}
+		if sp.act != nil {
+			sp.act.commanded = r.Target
+		}
+	case RecCompDone:
+		sp, err := e.replayStep(r)
+		if err != nil {
+			return err
+		}
+		if r.Code == "" {
+			return nil // a failed attempt; the step is still unsettled
+		}
+		b := Bucket(r.Code)
+		if !b.valid() {
+			return fmt.Errorf("unknown bucket %q", r.Code)
+		}
+		sp.bucket = b
+		sp.err = r.Message
+		if sp.act == nil {
+			return nil
+		}
+		switch {
+		case b == Compensated && sp.outcome != Failed:
+			sp.act.commanded = sp.compTarget
+		case b == FallbackSafe && sp.act.a.Safe.Mode == "value":
+			sp.act.commanded = sp.act.a.Safe.Value
+		}
+	case RecHalt:
+		e.halted = true
+		e.haltWhy = r.Message
+	case RecReset:
+		e.halted = false
+		e.haltWhy = ""
+	case RecRefused, RecRecovery:
+	default:
+		return fmt.Errorf("unexpected record type")
+	}
+	return nil
+}
+
+func (e *Engine) replaySaga(r *Record) (*saga, error) {
+	s := e.sagas[r.Saga]
+	if s == nil {
+		return nil, fmt.Errorf("saga %d is not open", r.Saga)
+	}
+	return s, nil
+}
+
+func (e *Engine) replayStep(r *Record) (*step, error) {
+	s, err := e.replaySaga(r)
+	if err != nil {
+		return nil, err
+	}
+	if r.Step < 1 || int(r.Step) > len(s.steps) {
+		return nil, fmt.Errorf("saga %d has no step %d", s.id, r.Step)
+	}
+	return s.steps[r.Step-1], nil
+}
+
+// Recover finishes what the previous process left open: every open saga is
+// unwound, newest first (or ended unresolved if the journal says halted).
+// Steps with no outcome are in doubt and are compensated like applied ones.
+func (e *Engine) Recover() ([]*Report, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.enqueue(&Record{Type: RecRecovery, Message: fmt.Sprintf("%d open sagas", len(e.sagas))}); err != nil {
+		return nil, err
+	}
+	var reps []*Report
+	for _, s := range e.sagasNewestFirst() {
+		for _, sp := range s.steps {
+			if sp.outcome == "" {
+				sp.outcome = InDoubt
+			}
+		}
+		var rep *Report
+		if e.halted {
+			rep = e.closeHaltedLocked(s)
+		} else {
+			why := s.abortWhy
+			if why == "" {
+				why = "supervisor restarted with the saga open"
+			}
+			rep = e.unwindLocked(s, why, true)
+		}
+		rep.Recovered = true
+		reps = append(reps, rep)
+	}
+	if err := e.journal(&Record{Type: RecRecovery, Message: "recovery finished"}); err != nil {
+		return reps, err
+	}
+	return reps, nil
+}
