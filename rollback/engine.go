@@ -439,7 +439,8 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 	prev := limits.Prev{Value: st.commanded, At: st.at, Known: true}
 	v = limits.Check(st.a.Limits, prev, cmd.Value, now)
 	if !v.OK() {
-		return nil, nil, v, &Error{Code: Code(v.Code), Message: cmd.Actuator + ": " + v.Message()}
+		v.Name = cmd.Actuator
+		return nil, nil, v, &Error{Code: Code(v.Code), Message: v.Message()}
 	}
 	if name := st.a.Limits.Supply; name != "" {
 		var ss limits.SupplyState

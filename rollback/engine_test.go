@@ -437,3 +437,25 @@ func TestHaltEndsOpenSagasUnresolved(t *testing.T) {
 		t.Errorf("step after halt: %v", err)
 	}
 }
+
+// TestReplayKnowsHaltSafeValues: the values a halt drove actuators to must be
+// rebuilt by a later process, or its next priors would be wrong.
+func TestReplayKnowsHaltSafeValues(t *testing.T) {
+	r := newRig(t, nil)
+	s := r.begin(t)
+	r.step(t, s, "1", "shoulder", 40)
+	r.step(t, s, "2", "base", 30)
+	if _, err := r.e.Halt("e-stop"); err != nil {
+		t.Fatal(err)
+	}
+	next := newRig(t, nil)
+	r.j.replayInto(t, next.e, len(r.j.all()))
+	for name, want := range map[string]float64{"shoulder": 0, "base": 30, "elbow": 0} {
+		if got, _ := next.e.Commanded(name); got != want {
+			t.Errorf("after replay %s commanded = %g, want %g", name, got, want)
+		}
+	}
+	if h, _ := next.e.Halted(); !h {
+		t.Error("halt latch not rebuilt")
+	}
+}

@@ -78,11 +78,19 @@ func (e *Engine) goSafeAll() error {
 			errs = append(errs, err)
 			continue
 		}
+		// Journal what the halt did, so that a later process rebuilds the
+		// commanded values the actuators were really left at.
+		e.mu.Lock()
 		if a.Safe.Mode == actuators.SafeValue {
-			e.mu.Lock()
 			e.acts[name].commanded = a.Safe.Value
-			e.mu.Unlock()
 		}
+		if a.Safe.Mode != actuators.SafeHold && e.fatal == nil {
+			e.enqueue(&Record{Type: RecSafe, Actuator: name, Target: a.Safe.Value, Code: string(a.Safe.Mode)})
+		}
+		e.mu.Unlock()
+	}
+	if e.Err() == nil {
+		e.sync()
 	}
 	return errors.Join(errs...)
 }

@@ -26,13 +26,14 @@ const (
 	RecHalt       RecordType = 11 // the engine latched halt
 	RecReset      RecordType = 12 // an operator reset the halt
 	RecRecovery   RecordType = 13 // a process took over the journal
-	maxRecordType            = RecRecovery
+	RecSafe       RecordType = 14 // an actuator went to its safe policy on halt
+	maxRecordType            = RecSafe
 )
 
 var recordTypeNames = [...]string{
 	RecBegin: "BEGIN", RecIntent: "INTENT", RecApplied: "APPLIED", RecFailed: "FAILED",
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
-	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY",
+	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE",
 }
 
 func (t RecordType) String() string {

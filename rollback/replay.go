@@ -2,6 +2,8 @@ package rollback
 
 import (
 	"fmt"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
 // Apply feeds one journal record to an engine that is not yet serving, to
@@ -115,7 +117,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		switch {
 		case b == Compensated && sp.outcome != Failed:
 			sp.act.commanded = sp.compTarget
-		case b == FallbackSafe && sp.act.a.Safe.Mode == "value":
+		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeValue:
 			sp.act.commanded = sp.act.a.Safe.Value
 		}
 	case RecHalt:
@@ -124,6 +126,10 @@ func (e *Engine) applyLocked(r *Record) error {
 	case RecReset:
 		e.halted = false
 		e.haltWhy = ""
+	case RecSafe:
+		if st := e.acts[r.Actuator]; st != nil && r.Code == string(actuators.SafeValue) {
+			st.commanded = r.Target
+		}
 	case RecRefused, RecRecovery:
 	default:
 		return fmt.Errorf("unexpected record type")

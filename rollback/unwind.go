@@ -108,7 +108,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	case applied == 0:
 		// Every pending step failed without effect (the driver promised the
 		// output did not change): the actuator is already at the prior.
-		e.settle(s, g, Compensated, "")
+		e.settle(s, g, Compensated, "not applied: nothing to undo")
 		return
 	case g.act == nil:
 		e.settle(s, g, CompensationFailed, fmt.Sprintf("actuator %q is no longer configured", g.name))
