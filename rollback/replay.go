@@ -24,14 +24,14 @@ func (e *Engine) Apply(seq uint64, typ uint8, payload []byte) error {
 }
 
 func (e *Engine) applyLocked(r *Record) error {
-	if r.Saga >= e.nextSaga {
-		e.nextSaga = r.Saga + 1
-	}
 	switch r.Type {
 	case RecBegin:
-		if e.sagas[r.Saga] != nil {
-			return fmt.Errorf("saga %d begun twice", r.Saga)
+		// Only BEGIN advances the id counter: a refusal may name any id a
+		// client sent.
+		if r.Saga < e.nextSaga {
+			return fmt.Errorf("saga %d begun after saga %d", r.Saga, e.nextSaga-1)
 		}
+		e.nextSaga = r.Saga + 1
 		e.sagas[r.Saga] = &saga{id: r.Saga, owner: Owner{Agent: r.Agent, Lease: r.Lease, Epoch: r.Epoch}, ids: map[string]struct{}{}}
 	case RecIntent:
 		s, err := e.replaySaga(r)

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/saga-supervisor/saga-supervisor/recovery"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// checkJournal verifies the chain and that every payload decodes as an
+// engine record. It returns the first broken record, if any.
+func checkJournal(dir string) (wal.VerifyReport, *wal.CorruptionError, error) {
+	rep, err := wal.Verify(dir, wal.Options{})
+	if err != nil {
+		return rep, nil, err
+	}
+	if rep.Broken != nil {
+		return rep, rep.Broken, nil
+	}
+	var bad *wal.CorruptionError
+	err = wal.Scan(dir, wal.Options{}, 1, func(r wal.Record) error {
+		if _, derr := rollback.DecodeRecord(r.Type, r.Payload); derr != nil {
+			bad = &wal.CorruptionError{Seq: r.Seq, Reason: "chain intact but payload is not an engine record: " + derr.Error()}
+			return derr
+		}
+		return nil
+	})
+	if bad != nil {
+		return rep, bad, nil
+	}
+	return rep, nil, err
+}
+
+func runVerify(args []string, w io.Writer) error {
+	fs := newFlags("verify")
+	dir := fs.String("wal", "", "journal directory")
+	if err := fs.Parse(args); err != nil {
+		return exitWith(2, "%v", err)
+	}
+	if *dir == "" {
+		return exitWith(2, "--wal DIR is required")
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return exitWith(2, "cannot read journal %s: %v", *dir, errOr(err, "not a directory"))
+	}
+	rep, broken, err := checkJournal(*dir)
+	if err != nil {
+		return exitWith(2, "cannot read journal %s: %v", *dir, err)
+	}
+	if broken != nil {
+		fmt.Fprintf(w, "BROKEN: %d records verified, then record seq %d in segment %s at offset %d: %s\n",
+			rep.Records, broken.Seq, broken.Segment, broken.Offset, broken.Reason)
+		fmt.Fprintln(w, "The supervisor will refuse to start on this journal. Keep a copy; only an operator truncates it.")
+		return &exitError{code: 1, err: errors.New("journal broken")}
+	}
+	fmt.Fprintf(w, "OK: %d records in %d segments, chain intact, last seq %d, head %x\n",
+		rep.Records, rep.Segments, rep.LastSeq, rep.LastHash[:8])
+	if t := rep.TornTail; t != nil {
+		fmt.Fprintf(w, "note: torn tail of %d bytes at %s offset %d (%s); it will be cut and kept in a .broken file on open\n",
+			t.Bytes, t.Segment, t.Offset, t.Reason)
+	}
+	return nil
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+func runGraph(args []string, w io.Writer) error {
+	fs := newFlags("graph")
+	dir := fs.String("wal", "", "journal directory")
+	sagaID := fs.String("saga", "", "draw only this saga")
+	if err := fs.Parse(args); err != nil {
+		return exitWith(2, "%v", err)
+	}
+	if *dir == "" {
+		return exitWith(2, "--wal DIR is required")
+	}
+	h, err := readHistory(*dir)
+	var ce *wal.CorruptionError
+	if err != nil && !errors.As(err, &ce) {
+		return exitWith(2, "cannot read journal %s: %v", *dir, err)
+	}
+	sagas := h.Sagas
+	if *sagaID != "" {
+		id, perr := strconv.ParseUint(*sagaID, 10, 64)
+		s := h.Saga(id)
+		if perr != nil || s == nil {
+			return exitWith(1, "no saga %q in the journal", *sagaID)
+		}
+		sagas = []*rollback.SagaHistory{s}
+	}
+	writeMermaid(w, sagas)
+	if ce != nil {
+		return exitWith(1, "journal broken at seq %d (%s): drawn up to there only", ce.Seq, ce.Reason)
+	}
+	return nil
+}
+
+// readHistory reads every record of a journal into a History. A corrupt
+// journal returns what was read before the break and the error.
+func readHistory(dir string) (*rollback.History, error) {
+	h := rollback.NewHistory()
+	err := wal.Scan(dir, wal.Options{}, 1, func(r wal.Record) error {
+		rec, err := rollback.DecodeRecord(r.Type, r.Payload)
+		if err != nil {
+			return &wal.CorruptionError{Seq: r.Seq, Reason: err.Error()}
+		}
+		h.Add(rec)
+		return nil
+	})
+	return h, err
+}
+
+func runRecover(args []string, w io.Writer) error {
+	fs := newFlags("recover")
+	dir := fs.String("wal", "", "journal directory")
+	world := fs.String("world", "", "the simulated arm's world file")
+	if err := fs.Parse(args); err != nil {
+		return exitWith(2, "%v", err)
+	}
+	if *dir == "" || *world == "" {
+		return exitWith(2, "--wal DIR and --world FILE are required")
+	}
+	a, err := openArm(*world, nil)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	res, err := recovery.Open(recovery.Options{Dir: *dir, Engine: rollback.Config{Actuators: a.reg, Supplies: a.supplies}})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	printRecovery(w, res)
+	if !res.Clean() {
+		return exitWith(1, "recovery finished, but not every unwind was clean")
+	}
+	return nil
+}
+
+func printRecovery(w io.Writer, res *recovery.Result) {
+	fmt.Fprintf(w, "journal verified: %d records in %d segments (%s)\n", res.Opened.Records, res.Opened.Segments, res.Took.Round(10e3))
+	if t := res.Opened.TailCut; t != nil {
+		fmt.Fprintf(w, "torn tail cut: %d bytes at %s offset %d (%s), kept in %s\n", t.Bytes, t.Segment, t.Offset, t.Reason, t.BrokenFile)
+	}
+	if len(res.Reports) == 0 {
+		fmt.Fprintln(w, "no saga was left open")
+	}
+	for _, rep := range res.Reports {
+		fmt.Fprint(w, rep.String())
+	}
+}

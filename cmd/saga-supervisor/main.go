@@ -1,0 +1,101 @@
+// Command saga-supervisor is the safety supervisor daemon's command line:
+// the demo, journal verification, drawing and recovery.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitError carries a process exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func exitWith(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+type command struct {
+	name, args, help string
+	run              func(args []string, stdout io.Writer) error
+	hidden           bool
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: runDemo},
+		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain; exit 0 intact, 1 broken (first broken record named), 2 unreadable", run: runVerify},
+		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: runGraph},
+		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: runRecover},
+		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
+		{name: "demo-child", hidden: true, run: runDemoChild},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: saga-supervisor <command> [flags]")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		if !c.hidden {
+			fmt.Fprintf(w, "  %-8s %-22s %s\n", c.name, c.args, c.help)
+		}
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	name := os.Args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage(os.Stdout)
+		return
+	}
+	for _, c := range commands {
+		if c.name == name {
+			err := c.run(os.Args[2:], os.Stdout)
+			if err == nil {
+				return
+			}
+			code := 1
+			var ee *exitError
+			if errors.As(err, &ee) {
+				code = ee.code
+			}
+			if errors.Is(err, flag.ErrHelp) {
+				code = 0
+			} else {
+				fmt.Fprintf(os.Stderr, "saga-supervisor %s: %v\n", name, err)
+			}
+			os.Exit(code)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "saga-supervisor: unknown command %q\n\n", name)
+	usage(os.Stderr)
+	os.Exit(2)
+}
+
+// newFlags makes a flag set that returns errors instead of exiting.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("saga-supervisor "+name, flag.ContinueOnError)
+	return fs
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+}

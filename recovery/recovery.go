@@ -1,0 +1,103 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// Options configures Open.
+type Options struct {
+	Dir string
+	WAL wal.Options
+	// Engine configures the engine; its Journal is set by Open.
+	Engine rollback.Config
+	// NoLock skips the directory lock. Only for an in-memory file system
+	// (wal.Options.FS) in tests, where there is no second process.
+	NoLock bool
+}
+
+// Result is a journal taken over and an engine ready to serve.
+type Result struct {
+	Log    *wal.Log
+	Engine *rollback.Engine
+	// Opened is what the journal's open found, including a cut tail.
+	Opened wal.OpenReport
+	// Replayed is how many records rebuilt the engine's state.
+	Replayed uint64
+	// Reports are the RollbackReports of the sagas recovery finished,
+	// newest first. Empty when the previous process left nothing open.
+	Reports []*rollback.Report
+	// Took is how long verify + rebuild + unwinds took.
+	Took time.Duration
+	lock *dirLock
+}
+
+// Clean reports whether every saga recovery finished was unwound clean.
+func (r *Result) Clean() bool {
+	for _, rep := range r.Reports {
+		if !rep.Clean() {
+			return false
+		}
+	}
+	return true
+}
+
+// Open locks the journal, opens and verifies it, rebuilds the engine and
+// finishes every open saga. On error nothing is left open or locked.
+func Open(opt Options) (_ *Result, err error) {
+	start := time.Now()
+	res := &Result{}
+	if !opt.NoLock {
+		if res.lock, err = lockDir(opt.Dir); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			if res.Log != nil {
+				res.Log.Close()
+			}
+			res.lock.unlock()
+		}
+	}()
+	res.Log, err = wal.Open(opt.Dir, opt.WAL)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: journal refused: %w", err)
+	}
+	res.Opened = res.Log.OpenReport()
+	cfg := opt.Engine
+	cfg.Journal = res.Log
+	res.Engine, err = rollback.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	last := res.Opened.LastSeq
+	err = wal.Scan(opt.Dir, opt.WAL, 1, func(r wal.Record) error {
+		if r.Seq > last {
+			return errStop // records appended by this process (none yet)
+		}
+		res.Replayed++
+		return res.Engine.Apply(r.Seq, r.Type, r.Payload)
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
+	}
+	res.Reports, err = res.Engine.Recover()
+	if err != nil {
+		return nil, fmt.Errorf("recovery: finishing open sagas: %w", err)
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+var errStop = errors.New("stop")
+
+// Close closes the journal and releases the lock.
+func (r *Result) Close() error {
+	err := r.Log.Close()
+	return errors.Join(err, r.lock.unlock())
+}

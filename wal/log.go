@@ -1,0 +1,266 @@
+package wal
+
+import (
+	"crypto/sha256"
+	"hash"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// OpenReport is what Open found (and repaired) in the directory.
+type OpenReport struct {
+	Records  uint64   // valid records found
+	Segments int      // segment files found
+	LastSeq  uint64   // last valid record, 0 for an empty journal
+	LastHash [32]byte // its hash (GenesisHash() for an empty journal)
+	// TailCut describes the torn tail Open cut off, nil if there was none.
+	TailCut *TailCut
+}
+
+// Log is an open journal. Append, Enqueue, Sync, LastSeq and Err may be
+// called from any number of goroutines. Writes are serialised: an internal
+// writer goroutine does them, except that a lone Append writes its own
+// batch (see Append). The Log does not lock the directory: that is the
+// caller's job.
+type Log struct {
+	dir     string
+	fsys    FS
+	segSize int64 // size of new segments
+	maxPay  int
+	report  OpenReport
+
+	mu        sync.Mutex
+	workCond  sync.Cond // the writer waits here for records; L = &mu
+	spaceCond sync.Cond // Enqueue waits here when the pending batch is full
+	sha       hash.Hash // guarded by mu: Enqueue hashes under the lock
+
+	nextSeq    uint64
+	prevHash   [32]byte
+	segOff     int64  // where the next frame goes, in the segment that will hold it
+	segCap     int64  // size of that segment
+	pend       *batch // records enqueued and not yet taken by the writer
+	spare      *batch // the other batch, when not in flight
+	inflight   *batch // batch being written, nil when the writer is idle
+	durable    uint64 // every seq <= durable is on disk and fdatasynced
+	fatal      error  // sticky *FatalError
+	closing    bool
+	writing    bool // a batch is being written (by the writer or a lone Append)
+	writerIdle bool // the writer goroutine is parked on workCond
+	stats      Stats
+	lastWrite  time.Duration // how long the last batch took to write and sync
+	// lastReleased is how many Append/Sync callers the last batch served:
+	// more than one means concurrent appenders, who should be grouped.
+	lastReleased int
+
+	// Read without l.mu: woken waiters check durableSeq (a copy of
+	// durable, stored before their batch's channel is closed), and leave
+	// without re-taking the lock; waiters counts goroutines inside Append
+	// or Sync and spaceWait those blocked in Enqueue on a full batch, for
+	// gather.
+	durableSeq atomic.Uint64
+	waiters    atomic.Int32
+	spaceWait  atomic.Int32
+
+	// Owned by whoever has l.writing set (the writer goroutine, or a lone
+	// Append), and by Open/Close around them.
+	cur       File
+	curName   string
+	curCap    int64 // size of cur
+	hdrBuf    []byte
+	prep      *preparer
+	prepAsked bool // a prepared segment has been requested and not yet taken
+	done      chan struct{}
+}
+
+// Open opens (creating if needed) the journal in dir. It verifies every
+// segment and record; a torn tail is cut (bytes kept in a .broken file, see
+// OpenReport().TailCut) and anything invalid before a valid record makes
+// Open fail with a *CorruptionError. Leftover *.tmp files from a crash are
+// deleted. Creating a journal writes its first segment in full
+// (SegmentSize bytes of zeros, see FS.Allocate) before Open returns.
+func Open(dir string, opt Options) (*Log, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	fsys := opt.FS
+	if err := makeDir(fsys, dir); err != nil {
+		return nil, err
+	}
+	if err := removeTemps(fsys, dir); err != nil {
+		return nil, err
+	}
+	res, err := walk(fsys, dir, walkOpts{from: 1})
+	if err != nil {
+		return nil, err
+	}
+	if res.corrupt != nil {
+		return nil, res.corrupt
+	}
+	l := &Log{
+		dir:      dir,
+		fsys:     fsys,
+		segSize:  opt.SegmentSize,
+		maxPay:   opt.maxPayload(),
+		nextSeq:  res.lastSeq + 1,
+		prevHash: res.lastHash,
+		durable:  res.lastSeq,
+		hdrBuf:   make([]byte, segHeaderSize),
+		done:     make(chan struct{}),
+		sha:      sha256.New(),
+		report: OpenReport{
+			Records:  res.records,
+			Segments: res.segments,
+			LastSeq:  res.lastSeq,
+			LastHash: res.lastHash,
+		},
+	}
+	if res.torn != nil {
+		cut, err := cutSegment(fsys, dir, res.torn.Segment, res.torn.Offset, res.torn.Reason)
+		if err != nil {
+			return nil, err
+		}
+		l.report.TailCut = cut
+	}
+	if res.seg < 0 {
+		// Empty journal: create segment 1 now, the same crash-safe way as
+		// every rollover, so the directory always holds a valid head.
+		p := prepareSegment(fsys, dir, l.segSize)
+		if p.err != nil {
+			return nil, p.err
+		}
+		if err := l.install(p, 1, GenesisHash(), nil); err != nil {
+			p.discard(fsys)
+			return nil, err
+		}
+		l.report.Segments = 1
+		l.segOff, l.segCap = segHeaderSize, l.segSize
+	} else {
+		name := res.segs[res.seg].name
+		f, err := fsys.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		// Existing segments keep their own size even if Options changed.
+		l.cur, l.curName, l.curCap = f, name, res.segSize
+		l.segOff, l.segCap = res.off, res.segSize
+	}
+	l.pend, l.spare = newBatch(), newBatch()
+	l.durableSeq.Store(l.durable)
+	l.workCond.L, l.spaceCond.L = &l.mu, &l.mu
+	l.prep = newPreparer(fsys, dir, l.segSize)
+	l.maybePrepare(l.segOff)
+	go l.writer()
+	return l, nil
+}
+
+// makeDir creates dir if missing and fsyncs the parent of every directory
+// it created, so the journal's directory itself survives a power cut.
+func makeDir(fsys FS, dir string) error {
+	missing := ancestorsToCreate(fsys, dir)
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeTemps deletes the *.tmp files a crash can leave: a prepared segment
+// never renamed into place, a half-written .broken copy. None of them can
+// hold a record that was acknowledged.
+func removeTemps(fsys FS, dir string) error {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, n := range names {
+		if strings.HasSuffix(n, tmpExt) {
+			if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return fsys.SyncDir(dir)
+	}
+	return nil
+}
+
+// OpenReport returns what Open found.
+func (l *Log) OpenReport() OpenReport { return l.report }
+
+// Dir returns the journal's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LastSeq returns the seq of the last record appended or enqueued (durable
+// or not); see DurableSeq for the last synced one.
+func (l *Log) LastSeq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextSeq - 1
+}
+
+// DurableSeq returns the seq up to which every record is fdatasynced.
+func (l *Log) DurableSeq() uint64 { return l.durableSeq.Load() }
+
+// Stats counts what the Log has written since Open.
+type Stats struct {
+	Batches   uint64 // batches written (one pwrite + fdatasync each, plus rollovers)
+	Records   uint64 // records written and synced
+	Bytes     uint64 // frame bytes written (headers of new segments excluded)
+	Rollovers uint64 // new segments started
+}
+
+// Stats returns the counters; Records/Batches is the group-commit factor.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Err returns the sticky fatal error (a *FatalError), nil while healthy.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatal
+}
+
+// Close writes and syncs everything enqueued, stops the writer and closes
+// the files (waiting for a segment preparation in progress, and deleting
+// an unused prepared segment). It returns the fatal error if the Log had
+// failed, ErrClosed if already closed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closing = true
+	l.workCond.Signal()
+	l.spaceCond.Broadcast()
+	l.mu.Unlock()
+
+	<-l.done // the writer flushes the pending batch before it exits
+	l.prep.stop()
+	err := l.cur.Close()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fatal != nil {
+		return l.fatal
+	}
+	return err
+}

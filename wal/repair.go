@@ -1,0 +1,159 @@
+package wal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// brokenName picks a name for keeping cut bytes of segment seg: seg.broken,
+// or seg.broken.N if earlier cuts of the same segment are already kept. Old
+// .broken files are never overwritten: they are evidence.
+func brokenName(fsys FS, dir, seg string) (string, error) {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	name := seg + brokenExt
+	for n := 1; slices.Contains(names, name); n++ {
+		name = seg + brokenExt + "." + strconv.Itoa(n)
+	}
+	return name, nil
+}
+
+// saveBroken copies bytes [from, to) of segment seg (open as f) into a new
+// .broken file, atomically: temporary file, fdatasync, rename, directory
+// fsync. Only after that may the bytes be removed from the segment, so a
+// crash at any point loses nothing.
+func saveBroken(fsys FS, dir, seg string, f File, from, to int64) (string, error) {
+	name, err := brokenName(fsys, dir, seg)
+	if err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, name+tmpExt)
+	out, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, min(to-from, readWindow))
+	for off := from; off < to && err == nil; {
+		n := min(int64(len(buf)), to-off)
+		if _, err = f.ReadAt(buf[:n], off); err == nil {
+			_, err = out.WriteAt(buf[:n], off-from)
+		}
+		off += n
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp) // best effort; Open removes stray temporaries anyway
+		return "", err
+	}
+	return name, nil
+}
+
+// zeroRange overwrites [from, to) of f with zeros and syncs, so the region
+// after the cut reads as the clean end of a preallocated segment again.
+func zeroRange(f File, from, to int64) error {
+	if err := writeZeros(f, from, to); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// cutSegment removes everything from off on in segment seg, keeping the
+// removed bytes (up to the last non-zero byte) in a .broken file. It
+// returns the .broken name and the number of bytes cut (0, "" if the
+// region was already all zeros).
+func cutSegment(fsys FS, dir, seg string, off int64, reason string) (*TailCut, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, seg), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	var rd segReader
+	rd.reset(f, size)
+	lnz, err := rd.lastNonZero(off)
+	if err != nil || lnz < 0 {
+		return nil, err
+	}
+	end := lnz + 1
+	name, err := saveBroken(fsys, dir, seg, f, off, end)
+	if err != nil {
+		return nil, err
+	}
+	if err := zeroRange(f, off, end); err != nil {
+		return nil, err
+	}
+	return &TailCut{Segment: seg, Offset: off, Bytes: end - off, BrokenFile: name, Reason: reason}, nil
+}
+
+// TruncateAt is the operator's repair: it cuts the journal just before
+// record seq, so that seq-1 becomes the last record. Every record before
+// seq must verify (otherwise the *CorruptionError is returned and nothing
+// changes). The cut bytes are kept: whole later segments are renamed to
+// .broken, and the cut part of the segment holding seq is copied to a
+// .broken file before being zeroed. Later segments are renamed last-first,
+// so a crash part way leaves a shorter but valid journal and TruncateAt can
+// simply be run again. seq may be at most LastSeq+1 (which only cuts a torn
+// tail, if any). No Log may be open on dir meanwhile.
+func TruncateAt(dir string, opt Options, seq uint64) error {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return err
+	}
+	if seq == 0 {
+		return fmt.Errorf("wal: TruncateAt: seq 0 does not exist (seqs start at 1)")
+	}
+	fsys := opt.FS
+	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: seq})
+	if err != nil {
+		return err
+	}
+	if res.corrupt != nil && res.corrupt.Seq < seq {
+		return res.corrupt
+	}
+	if res.lastSeq+1 < seq {
+		return fmt.Errorf("wal: TruncateAt(%d): the journal ends at seq %d", seq, res.lastSeq)
+	}
+	// Everything after the cut point goes: first whole later segments (or
+	// all of them if even the first header is bad), then the tail of the
+	// segment holding the cut point.
+	firstGone := res.seg + 1
+	for i := len(res.segs) - 1; i >= firstGone; i-- {
+		name := res.segs[i].name
+		bname, err := brokenName(fsys, dir, name)
+		if err != nil {
+			return err
+		}
+		if err := fsys.Rename(filepath.Join(dir, name), filepath.Join(dir, bname)); err != nil {
+			return err
+		}
+	}
+	if firstGone < len(res.segs) {
+		if err := fsys.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	if res.seg < 0 {
+		return nil
+	}
+	_, err = cutSegment(fsys, dir, res.segs[res.seg].name, res.off, fmt.Sprintf("TruncateAt(%d)", seq))
+	return err
+}
