@@ -4,16 +4,13 @@ package wal_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	twal "github.com/tidwall/wal"
-	"golang.org/x/sys/unix"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/latency"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
@@ -32,18 +29,11 @@ import (
 const benchRecord = 200
 
 // latencies collects per-operation durations.
-type latencies []time.Duration
-
-func (l latencies) percentile(p float64) time.Duration {
-	s := slices.Clone(l)
-	slices.Sort(s)
-	i := min(len(s)-1, int(float64(len(s))*p))
-	return s[i]
-}
+type latencies = latency.Samples
 
 // report emits p50/p99 and their ratios to the floor (when known).
-func (l latencies) report(b *testing.B, floorP50 time.Duration) (p50, p99 time.Duration) {
-	p50, p99 = l.percentile(0.50), l.percentile(0.99)
+func report(b *testing.B, l latencies, floorP50 time.Duration) (p50, p99 time.Duration) {
+	p50, p99 = l.Percentile(0.50), l.Percentile(0.99)
 	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(p99.Nanoseconds()), "p99-ns")
 	if floorP50 > 0 {
@@ -53,51 +43,12 @@ func (l latencies) report(b *testing.B, floorP50 time.Duration) (p50, p99 time.D
 	return p50, p99
 }
 
-// measureFloor times n rounds of pwrite(200 B) + fdatasync on a
-// preallocated file in dir. The file is preallocated the way segments are
-// (fallocate, zeros written, fsync), which is the cheapest case for
-// fdatasync: the floor is the best this disk can do, not a strawman.
+// measureFloor is the shared fsync floor (internal/latency), the same one
+// the engine benchmarks and the bench command use.
 func measureFloor(tb testing.TB, dir string, n int) latencies {
-	f, err := os.OpenFile(filepath.Join(dir, "floor"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	lat, err := latency.Floor(dir, n, benchRecord)
 	if err != nil {
 		tb.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	size := max(int64(16<<20), int64(n+1)*benchRecord)
-	if err := unix.Fallocate(fd, 0, 0, size); err != nil {
-		tb.Fatal(err)
-	}
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < size; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := unix.Fsync(fd); err != nil {
-		tb.Fatal(err)
-	}
-	rec := make([]byte, benchRecord)
-	// Warm up: let the device finish with the zeros just written, so the
-	// floor is not inflated by their write-back.
-	for i := range 200 {
-		if _, err := f.WriteAt(rec, size-int64(i+1)*benchRecord); err != nil {
-			tb.Fatal(err)
-		}
-		if err := unix.Fdatasync(fd); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	lat := make(latencies, n)
-	for i := range n {
-		t0 := time.Now()
-		if _, err := f.WriteAt(rec, int64(i)*benchRecord); err != nil {
-			tb.Fatal(err)
-		}
-		if err := unix.Fdatasync(fd); err != nil {
-			tb.Fatal(err)
-		}
-		lat[i] = time.Since(t0)
 	}
 	return lat
 }
@@ -106,14 +57,14 @@ func BenchmarkJournal(b *testing.B) {
 	var floorP50 time.Duration
 	floor := func(b *testing.B) time.Duration {
 		if floorP50 == 0 { // the floor sub-benchmark was filtered out
-			floorP50 = measureFloor(b, b.TempDir(), 500).percentile(0.5)
+			floorP50 = measureFloor(b, b.TempDir(), 500).Percentile(0.5)
 		}
 		return floorP50
 	}
 
 	b.Run("floor", func(b *testing.B) {
 		lat := measureFloor(b, b.TempDir(), b.N)
-		floorP50, _ = lat.report(b, 0)
+		floorP50, _ = report(b, lat, 0)
 	})
 
 	b.Run("append", func(b *testing.B) {
@@ -139,7 +90,7 @@ func BenchmarkJournal(b *testing.B) {
 			lat[i] = time.Since(t0)
 		}
 		b.StopTimer()
-		lat.report(b, fp)
+		report(b, lat, fp)
 	})
 
 	b.Run("tidwall", func(b *testing.B) {
@@ -160,7 +111,7 @@ func BenchmarkJournal(b *testing.B) {
 			lat[i] = time.Since(t0)
 		}
 		b.StopTimer()
-		lat.report(b, fp)
+		report(b, lat, fp)
 	})
 
 	for _, n := range []int{1, 16, 64} {
@@ -217,7 +168,7 @@ func BenchmarkJournal(b *testing.B) {
 			for _, l := range lats {
 				all = append(all, l...)
 			}
-			all.report(b, fp)
+			report(b, all, fp)
 			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "records/s")
 			st := l.Stats()
 			b.ReportMetric(float64(st.Records-st0.Records)/float64(st.Batches-st0.Batches), "records/batch")

@@ -9,16 +9,19 @@
 // One writer goroutine owns the files. Append encodes the record (frame,
 // hash, CRC) under a mutex into the pending batch buffer and waits; Enqueue
 // does the same without waiting (Sync waits for everything enqueued so
-// far). The writer takes the whole pending batch, writes it with one
+// far). Enqueue does not wake the writer: a record nobody waits for rides
+// the next batch that somebody does wait for, or is written FlushDelay
+// (default 10 ms) after it was enqueued — so a saga step's outcome shares
+// the next step's intent fsync instead of an fsync of its own. The writer takes the whole pending batch, writes it with one
 // pwrite into the preallocated segment, calls fdatasync once, and releases
 // every waiter of that batch; records arriving meanwhile form the next
 // batch (group commit). Before starting a batch, the writer gives the
 // appenders it has just released (runnable, not yet scheduled) a moment to
 // come back — at most as long as the last write took — so that N
 // goroutines appending in a loop share one fsync instead of alternating
-// between a tiny and a large batch. One shortcut: an Append made while no
-// other Append or Sync is in progress, the last batch served at most one
-// caller, and the writer is parked, writes its own one-record batch on the
+// between a tiny and a large batch. One shortcut: an Append (or Sync) made
+// while no other Append or Sync is in progress, the last batch served at most one
+// caller, and the writer is parked, writes the pending batch on the
 // calling goroutine (still one writer at a time, serialised by the same
 // flag), which saves the two cross-thread wake-ups that would otherwise
 // lengthen the fsync's latency. Batch buffers are reused; Enqueue blocks

@@ -74,6 +74,12 @@ type Log struct {
 	prep      *preparer
 	prepAsked bool // a prepared segment has been requested and not yet taken
 	done      chan struct{}
+
+	// flushTimer writes records nobody waits for FlushDelay after the
+	// first of them was enqueued (see Enqueue); flushArmed is guarded by mu.
+	flushTimer *time.Timer
+	flushDelay time.Duration
+	flushArmed bool
 }
 
 // Open opens (creating if needed) the journal in dir. It verifies every
@@ -152,6 +158,9 @@ func Open(dir string, opt Options) (*Log, error) {
 	l.pend, l.spare = newBatch(), newBatch()
 	l.durableSeq.Store(l.durable)
 	l.workCond.L, l.spaceCond.L = &l.mu, &l.mu
+	l.flushDelay = opt.FlushDelay
+	l.flushTimer = time.AfterFunc(time.Hour, l.flushLazy)
+	l.flushTimer.Stop()
 	l.prep = newPreparer(fsys, dir, l.segSize)
 	l.maybePrepare(l.segOff)
 	go l.writer()
@@ -254,6 +263,7 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 
 	<-l.done // the writer flushes the pending batch before it exits
+	l.flushTimer.Stop()
 	l.prep.stop()
 	err := l.cur.Close()
 

@@ -1,6 +1,9 @@
 package wal
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Segment size limits. The minimum keeps at least one small record per
 // segment; the maximum keeps every offset and frame length well inside the
@@ -20,7 +23,18 @@ type Options struct {
 	SegmentSize int64
 	// FS is the file system; nil means the operating system's (OSFS).
 	FS FS
+	// FlushDelay bounds how long a record enqueued with nobody waiting for
+	// it stays in memory before the writer writes it anyway. 0 means
+	// DefaultFlushDelay. Such records are lost by a crash within the delay;
+	// by design only records whose durability nobody needs are enqueued.
+	FlushDelay time.Duration
 }
+
+// DefaultFlushDelay is the default Options.FlushDelay: long enough that a
+// robot's next command (typically every 5–50 ms) usually carries the
+// previous outcome in its own fsync, short enough that the audit trail
+// trails by no more than a few control periods.
+const DefaultFlushDelay = 10 * time.Millisecond
 
 func (o Options) withDefaults() (Options, error) {
 	if o.SegmentSize == 0 {
@@ -31,6 +45,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FS == nil {
 		o.FS = OSFS{}
+	}
+	if o.FlushDelay < 0 {
+		return o, fmt.Errorf("wal: negative FlushDelay %v", o.FlushDelay)
+	}
+	if o.FlushDelay == 0 {
+		o.FlushDelay = DefaultFlushDelay
 	}
 	return o, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	twal "github.com/tidwall/wal"
 
@@ -309,4 +310,33 @@ func tidwallPhantoms(t *testing.T) {
 		t.Fatalf("tidwall/wal no longer reads zeros as entries (last index %d): update this comparison", last)
 	}
 	t.Logf("tidwall/wal: a 4 KiB zero tail became %d phantom entries", last-10)
+}
+
+// A record nobody waits for is written within FlushDelay, and a Sync or an
+// Append carries it in its own batch before that.
+func TestEnqueueFlushesLazily(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, wal.Options{FlushDelay: 20 * time.Millisecond})
+	defer l.Close()
+	seq, err := l.Enqueue(1, []byte("outcome"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DurableSeq(); d >= seq {
+		t.Fatalf("an enqueued record was written at once (durable %d): it should wait for a batch", d)
+	}
+	if _, err := l.Append(2, []byte("intent")); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Batches != 1 || l.DurableSeq() != seq+1 {
+		t.Fatalf("outcome and intent in %d batches (durable %d), want one batch", st.Batches, l.DurableSeq())
+	}
+	seq, _ = l.Enqueue(1, []byte("late outcome"))
+	deadline := time.Now().Add(5 * time.Second)
+	for l.DurableSeq() < seq {
+		if time.Now().After(deadline) {
+			t.Fatal("a lone enqueued record was never written")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
