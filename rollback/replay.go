@@ -86,13 +86,9 @@ func (e *Engine) applyLocked(r *Record) error {
 		if err != nil {
 			return err
 		}
-		// In direct order one compensation settles every step of the saga
-		// on that actuator; count the attempt on all of them.
-		for _, o := range s.steps {
-			if o.actName == sp.actName && o.bucket == "" {
-				o.attempts = max(o.attempts, r.Attempt)
-				o.compTarget = r.Target
-			}
+		for _, o := range e.covered(s, sp) {
+			o.attempts = max(o.attempts, r.Attempt)
+			o.compTarget = r.Target
 		}
 		if sp.act != nil {
 			sp.act.commanded = r.Target
@@ -103,7 +99,12 @@ func (e *Engine) applyLocked(r *Record) error {
 			return err
 		}
 		if r.Code == "" {
-			return nil // a failed attempt; the step is still unsettled
+			// A failed attempt; the step is still unsettled.
+			s, _ := e.replaySaga(r)
+			for _, o := range e.covered(s, sp) {
+				o.failures++
+			}
+			return nil
 		}
 		b := Bucket(r.Code)
 		if !b.valid() {
@@ -135,6 +136,22 @@ func (e *Engine) applyLocked(r *Record) error {
 		return fmt.Errorf("unexpected record type")
 	}
 	return nil
+}
+
+// covered lists the unsettled steps a compensation journaled under step sp
+// covers: sp alone in retrace order, every unsettled step of the saga on the
+// same actuator in direct order (one move settles them all).
+func (e *Engine) covered(s *saga, sp *step) []*step {
+	if e.cfg.Order == Retrace {
+		return []*step{sp}
+	}
+	var out []*step
+	for _, o := range s.steps {
+		if o.actName == sp.actName && o.bucket == "" {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func (e *Engine) replaySaga(r *Record) (*saga, error) {

@@ -121,7 +121,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	maxAttempts := uint32(1 + e.cfg.Retries)
 	backoff := e.cfg.RetryBackoff
 	var lastErr error
-	for lead.attempts < maxAttempts {
+	for lead.failures < maxAttempts {
 		if e.halted || e.fatal != nil {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
@@ -152,11 +152,14 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			return
 		}
 		lastErr = err
+		for _, sp := range g.steps {
+			sp.failures++
+		}
 		e.log.Warn("compensation failed", "saga", s.id, "step", lead.n, "actuator", g.name, "attempt", attempt, "err", err)
 		if e.fatal == nil {
 			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: lead.n, Actuator: g.name, Attempt: attempt, Message: err.Error()})
 		}
-		if attempt < maxAttempts {
+		if lead.failures < maxAttempts {
 			e.mu.Unlock()
 			time.Sleep(backoff)
 			e.mu.Lock()

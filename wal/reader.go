@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -57,6 +58,9 @@ func (r *segReader) at(off int64, n int64) ([]byte, error) {
 	return r.buf[:n], nil
 }
 
+// zeroBlock is compared against to skip zero regions quickly.
+var zeroBlock [4096]byte
+
 // lastNonZero returns the offset of the last non-zero byte in [from, size),
 // or -1 if that range is all zeros. It reads backwards because segments are
 // preallocated: the zero region after the data is usually the larger part.
@@ -67,10 +71,20 @@ func (r *segReader) lastNonZero(from int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		for i := len(b) - 1; i >= 0; i-- {
-			if b[i] != 0 {
-				return start + int64(i), nil
+		// Skip all-zero blocks with a vectorised comparison; only a block
+		// holding data is searched byte by byte. Opening a 16 MiB segment
+		// spends most of its time here, so this is the difference between
+		// ~1 GB/s and memory speed.
+		for hi := len(b); hi > 0; {
+			lo := max(0, hi-len(zeroBlock))
+			if !bytes.Equal(b[lo:hi], zeroBlock[:hi-lo]) {
+				for i := hi - 1; i >= lo; i-- {
+					if b[i] != 0 {
+						return start + int64(i), nil
+					}
+				}
 			}
+			hi = lo
 		}
 		end = start
 	}
