@@ -135,7 +135,7 @@ type step struct {
 	target   float64
 	outcome  Outcome // "" while the effect is in flight
 	bucket   Bucket  // "" until unwound
-	attempts uint32 // compensation attempts journaled (numbering)
+	attempts uint32  // compensation attempts journaled (numbering)
 	// failures counts attempts known to have failed. The retry budget is
 	// spent only by these: an attempt cut short by a crash is in doubt, not
 	// failed, so a crash (even during recovery) never uses up the retries.
