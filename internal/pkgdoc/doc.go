@@ -1,0 +1,3 @@
+// Package pkgdoc holds a test that every package of the module explains
+// itself with a package doc comment.
+package pkgdoc
