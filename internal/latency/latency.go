@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Samples are latencies of individual operations.
@@ -48,10 +46,9 @@ func Floor(dir string, n, size int) (Samples, error) {
 	}
 	defer os.Remove(path)
 	defer f.Close()
-	fd := int(f.Fd())
 	total := max(int64(floorFileSize), int64(n+1)*int64(size))
-	if err := unix.Fallocate(fd, 0, 0, total); err != nil && err != unix.EOPNOTSUPP {
-		return nil, fmt.Errorf("fallocate: %w", err)
+	if err := preallocate(f, total); err != nil {
+		return nil, fmt.Errorf("preallocate: %w", err)
 	}
 	zeros := make([]byte, 1<<20)
 	for off := int64(0); off < total; off += int64(len(zeros)) {
@@ -59,7 +56,7 @@ func Floor(dir string, n, size int) (Samples, error) {
 			return nil, err
 		}
 	}
-	if err := unix.Fsync(fd); err != nil {
+	if err := f.Sync(); err != nil {
 		return nil, err
 	}
 	rec := make([]byte, size)
@@ -70,7 +67,7 @@ func Floor(dir string, n, size int) (Samples, error) {
 		if _, err := f.WriteAt(rec, off); err != nil {
 			return err
 		}
-		if err := unix.Fdatasync(fd); err != nil {
+		if err := datasync(f); err != nil {
 			return fmt.Errorf("fdatasync: %w", err)
 		}
 		return nil
