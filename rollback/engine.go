@@ -92,8 +92,17 @@ type Config struct {
 	OnCompensationFailure OnCompensationFailure
 	Retries               int           // compensation retries after the first attempt; default 2
 	RetryBackoff          time.Duration // first backoff, doubled each retry; default 10ms
-	Logger                *slog.Logger  // nil: discard
+	// MaxSagaCommands bounds the commands (applied or refused) one saga may
+	// carry, so a saga's memory — its steps and seen command ids — stays
+	// bounded however long an agent streams. Default DefaultMaxSagaCommands.
+	MaxSagaCommands int
+	Logger          *slog.Logger // nil: discard
 }
+
+// DefaultMaxSagaCommands is the default Config.MaxSagaCommands: ten
+// thousand steps is minutes of streaming at a control rate, far more than
+// any sequence a person wants unwound in one piece.
+const DefaultMaxSagaCommands = 10000
 
 // Owner identifies who acts in a saga. Lease and epoch are checked by the
 // supervisor; the engine records them and refuses another owner's commands.
@@ -193,6 +202,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 10 * time.Millisecond
+	}
+	if cfg.MaxSagaCommands <= 0 {
+		cfg.MaxSagaCommands = DefaultMaxSagaCommands
 	}
 	lg := cfg.Logger
 	if lg == nil {
@@ -425,6 +437,9 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 	s, err := e.openSaga(sagaID, owner)
 	if err != nil {
 		return nil, nil, v, err
+	}
+	if len(s.ids) >= e.cfg.MaxSagaCommands {
+		return nil, nil, v, refusal(CodeSagaFull, "saga %d has carried %d commands: commit or abort it and begin another", s.id, len(s.ids))
 	}
 	if _, seen := s.ids[cmd.ID]; seen {
 		return nil, nil, v, refusal(CodeDuplicateID, "command id %q already seen in saga %d", cmd.ID, s.id)

@@ -123,6 +123,21 @@ func TestRefusalsMoveNothing(t *testing.T) {
 	}
 }
 
+func TestSagaFull(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxSagaCommands = 3 })
+	s := r.begin(t)
+	r.step(t, s, "1", "base", 1)
+	r.e.Step(s, r.owner, Command{ID: "2", Actuator: "base", Value: 500}) // refused, but counted
+	r.step(t, s, "3", "base", 2)
+	if _, err := r.e.Step(s, r.owner, Command{ID: "4", Actuator: "base", Value: 3}); CodeOf(err) != CodeSagaFull {
+		t.Fatalf("fourth command: %v, want SAGA_FULL", err)
+	}
+	if err := r.e.Commit(s, r.owner); err != nil {
+		t.Fatal(err)
+	}
+	r.step(t, r.begin(t), "4", "base", 3)
+}
+
 func TestSupplyGate(t *testing.T) {
 	sup := &staticSupplies{}
 	r := newRig(t, func(c *Config) { c.Supplies = sup })

@@ -19,6 +19,7 @@ const (
 	CodeSagaUnknown     Code = "SAGA_UNKNOWN"     // no open saga with that id
 	CodeSagaNotOwner    Code = "SAGA_NOT_OWNER"   // the saga belongs to another agent or lease
 	CodeSagaBusy        Code = "SAGA_BUSY"        // a step of this saga is already in flight
+	CodeSagaFull        Code = "SAGA_FULL"        // the saga has carried Config.MaxSagaCommands commands
 	CodeActuatorUnknown Code = "ACTUATOR_UNKNOWN" // no actuator by that name
 	CodeActuatorBusy    Code = "ACTUATOR_BUSY"    // held by another open saga
 	CodeDeadlinePassed  Code = "DEADLINE_PASSED"  // the command's deadline passed before the gate

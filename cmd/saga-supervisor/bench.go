@@ -393,7 +393,8 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 	}
 	defer os.RemoveAll(dir)
 	defer log.Close()
-	e, err := rollback.New(rollback.Config{Journal: log, Actuators: reg, Durability: d})
+	// One saga carries every timed step and refusal: allow it that many.
+	e, err := rollback.New(rollback.Config{Journal: log, Actuators: reg, Durability: d, MaxSagaCommands: 2*n + 1})
 	if err != nil {
 		return nil, 0, nil, err
 	}
