@@ -417,6 +417,20 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	return StepResult{}, &Error{Code: code, Message: why, Report: rep, err: effErr}
 }
 
+// RecordRefusal journals a refusal decided before the engine's gate — a
+// malformed request, a lease that is not live, a replayed command id — so
+// the audit trail shows every refused command, whoever refused it. Like the
+// gate's own refusals it is not waited for.
+func (e *Engine) RecordRefusal(sagaID uint64, owner Owner, cmd Command, code Code, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.fatal != nil {
+		return
+	}
+	e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
+		Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Code: string(code), Message: msg})
+}
+
 func finiteOrZero(v float64) float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
