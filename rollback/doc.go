@@ -60,6 +60,7 @@
 //	12    RESET        agent (who)                                          Reset returns
 //	13    RECOVERY     message                                              (synced at the end)
 //	14    SAFE         actuator, target, code (safe mode)                   (synced by Halt)
+//	15    LEASE        agent, lease, epoch                                  the agent hears of it
 //
 // Replay (Engine.Apply, then Engine.Recover) rebuilds commanded values, open
 // sagas with their steps, outcomes and unwind progress, and the halt latch.

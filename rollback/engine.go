@@ -177,6 +177,7 @@ type Engine struct {
 	acts     map[string]*actState
 	sagas    map[uint64]*saga
 	nextSaga uint64
+	maxEpoch uint64 // the highest lease epoch a saga began under
 	halted   bool
 	haltWhy  string
 	fatal    error
@@ -289,7 +290,33 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 		return 0, refusal(CodeJournalFailed, "%v", err)
 	}
 	e.sagas[s.id] = s
+	e.maxEpoch = max(e.maxEpoch, owner.Epoch)
 	return s.id, nil
+}
+
+// RecordLease makes a lease grant durable before the agent is told of it,
+// so that its epoch is never granted again, even after a crash.
+func (e *Engine) RecordLease(agent, lease string, epoch uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.gateGlobal(); err != nil && err.Code == CodeJournalFailed {
+		return err
+	}
+	if err := e.journal(&Record{Type: RecLease, Agent: agent, Lease: lease, Epoch: epoch}); err != nil {
+		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+	}
+	e.maxEpoch = max(e.maxEpoch, epoch)
+	return nil
+}
+
+// MaxEpoch is the highest lease epoch the journal shows spent (granted, or
+// begun under). A lease manager starts above it, so epochs — fencing
+// tokens — keep increasing across restarts. Refusals are not counted: they
+// may carry any epoch a client sent.
+func (e *Engine) MaxEpoch() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.maxEpoch
 }
 
 func (e *Engine) gateGlobal() *Error {
@@ -548,11 +575,21 @@ func (e *Engine) Abort(sagaID uint64, owner Owner, reason string) (*Report, erro
 // marked and unwound by that step as soon as its effect returns; its report
 // is then returned to the step's caller, not here.
 func (e *Engine) AbortAgent(agent, reason string) []*Report {
+	return e.abortWhere(func(o Owner) bool { return o.Agent == agent }, reason)
+}
+
+// AbortAll unwinds every open saga, newest first: what a supervisor does
+// when it stops (SIGTERM) or a supply trips with the unwind action.
+func (e *Engine) AbortAll(reason string) []*Report {
+	return e.abortWhere(func(Owner) bool { return true }, reason)
+}
+
+func (e *Engine) abortWhere(match func(Owner) bool, reason string) []*Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var reps []*Report
 	for _, s := range e.sagasNewestFirst() {
-		if s.owner.Agent != agent || s.unwinding {
+		if !match(s.owner) || s.unwinding {
 			continue
 		}
 		if s.busy {

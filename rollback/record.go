@@ -27,13 +27,14 @@ const (
 	RecReset      RecordType = 12 // an operator reset the halt
 	RecRecovery   RecordType = 13 // a process took over the journal
 	RecSafe       RecordType = 14 // an actuator went to its safe policy on halt
-	maxRecordType            = RecSafe
+	RecLease      RecordType = 15 // a lease was granted (its epoch is spent)
+	maxRecordType            = RecLease
 )
 
 var recordTypeNames = [...]string{
 	RecBegin: "BEGIN", RecIntent: "INTENT", RecApplied: "APPLIED", RecFailed: "FAILED",
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
-	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE",
+	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE",
 }
 
 func (t RecordType) String() string {

@@ -32,6 +32,7 @@ func (e *Engine) applyLocked(r *Record) error {
 			return fmt.Errorf("saga %d begun after saga %d", r.Saga, e.nextSaga-1)
 		}
 		e.nextSaga = r.Saga + 1
+		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 		e.sagas[r.Saga] = &saga{id: r.Saga, owner: Owner{Agent: r.Agent, Lease: r.Lease, Epoch: r.Epoch}, ids: map[string]struct{}{}}
 	case RecIntent:
 		s, err := e.replaySaga(r)
@@ -127,6 +128,8 @@ func (e *Engine) applyLocked(r *Record) error {
 	case RecReset:
 		e.halted = false
 		e.haltWhy = ""
+	case RecLease:
+		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 	case RecSafe:
 		if st := e.acts[r.Actuator]; st != nil && r.Code == string(actuators.SafeValue) {
 			st.commanded = r.Target
