@@ -1,0 +1,85 @@
+package mqtt
+
+import (
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+)
+
+// Codes decided by this package and by the supervisor around it. They are
+// untyped so they compare with rollback.Code and limits.Code values as they
+// are; the same string means the same thing in every package.
+const (
+	CodeBadRequest      = "BAD_REQUEST"       // the request cannot be understood; the message names the field
+	CodePayloadTooLarge = "PAYLOAD_TOO_LARGE" // the payload is over the size bound; it was not read
+	CodeNotFinite       = "NOT_FINITE"        // value beyond float64 (the gate gives the same code)
+	CodeNotReady        = "NOT_READY"         // the supervisor is starting, recovering or a supply is unknown
+	CodeUnauthorized    = "UNAUTHORIZED"      // reset with a wrong token
+	CodeInternal        = "INTERNAL"          // a bug: an error without a code
+)
+
+// CodeInfo documents one wire code for the agents that receive it.
+type CodeInfo struct {
+	Code    string
+	Meaning string // what happened
+	Retry   string // what the agent should do
+}
+
+// Codes is every code a reply or event can carry, each once. docs/API.md
+// holds the same table and a test keeps the two equal; ErrorReply turns a
+// code missing here into INTERNAL. Never rename a code: only add.
+var Codes = []CodeInfo{
+	// The request itself.
+	{CodeBadRequest, "The request is not a valid v1 request: not one JSON object, an unknown, duplicate, missing or mistyped field, a bad name, an unknown op. The message names the field.", "Do not resend it: fix the request. Nothing moved."},
+	{CodePayloadTooLarge, "The payload is over the size limit (8192 bytes by default). It was not read, so the reply goes to the events topic without an id.", "Do not resend it: shorten the request. Nothing moved."},
+	{CodeNotFinite, "The value is NaN or infinite, or a number too large for a 64-bit float (1e400).", "Do not resend it: send a finite value. Nothing moved."},
+
+	// The supervisor's state.
+	{CodeNotReady, "The supervisor is not ready: starting, recovering the journal, or a supply or actuator failed its check.", "Wait until the status topic says ready, then send a new request."},
+	{string(rollback.CodeHalted), "The supervisor is halted (e-stop latched). Every command is refused.", "Stop. An operator must reset; then hello again and begin a new saga."},
+	{string(rollback.CodeJournalFailed), "The journal failed. Nothing may move until the supervisor is restarted on a working journal.", "Stop and alert an operator. Resetting does not help."},
+	{CodeUnauthorized, "Reset was refused: the token is wrong.", "Do not retry: only an operator with the token may reset."},
+
+	// Leases (supervisor/lease).
+	{"LEASE_UNKNOWN", "No lease with that id was granted, or it ended too long ago to be recognised.", "Send hello for a new lease, then begin a new saga."},
+	{"LEASE_EXPIRED", "The lease ended (TTL passed without heartbeat, bye, will, a newer hello) or the epoch is stale. Its open sagas were unwound.", "Send hello for a new lease and begin a new saga. Never resend commands of the old lease."},
+	{"LEASE_NOT_HOLDER", "The lease is live but held by another agent.", "Use your own lease: send hello."},
+	{"TOO_MANY_LEASES", "The supervisor holds as many live leases as it allows.", "Retry hello later, backing off."},
+	{"SHUTTING_DOWN", "The supervisor is shutting down and grants nothing.", "Wait for the status topic to say online, then hello again."},
+
+	// Sagas.
+	{string(rollback.CodeSagaUnknown), "No open saga with that id: it was committed, unwound, or never begun.", "Begin a new saga."},
+	{string(rollback.CodeSagaNotOwner), "The saga belongs to another agent, lease or epoch.", "Use a saga begun under your current lease."},
+	{string(rollback.CodeSagaBusy), "A step of this saga is still in flight.", "Wait for its reply, then send the next step. Send steps one at a time."},
+	{string(rollback.CodeSagaFull), "The saga has carried the maximum number of commands (10000 by default).", "Commit or abort it and begin another."},
+	{string(rollback.CodeDuplicateID), "This command id was already seen under this lease or saga (a QoS 1 redelivery, or a reused id). This message moved nothing.", "Use a new id for every command, even after a refusal."},
+
+	// The step's gate.
+	{string(rollback.CodeDeadlinePassed), "The step was not admitted within its deadline_ms of arriving. Nothing moved.", "If the motion is still wanted, send it again with a new id."},
+	{string(rollback.CodeActuatorUnknown), "No actuator by that name.", "Do not retry: check the name against the configuration."},
+	{string(rollback.CodeActuatorBusy), "Another open saga holds the actuator.", "Retry after that saga ends, backing off, with a new id."},
+	{string(limits.LimitMin), "The value is below the actuator's minimum.", "Send a value inside the limits."},
+	{string(limits.LimitMax), "The value is above the actuator's maximum.", "Send a value inside the limits."},
+	{string(limits.LimitStep), "The change from the previous command is larger than max_step.", "Move in smaller steps."},
+	{string(limits.LimitSlew), "The change is faster than max_rate allows since the previous command.", "Wait, or move in smaller steps."},
+	{string(limits.SupplyLow), "The actuator's supply is below its minimum voltage.", "Wait for the supply to recover; retry with a new id."},
+	{string(limits.SupplyHigh), "The actuator's supply is above its maximum voltage.", "Wait for the supply to recover; retry with a new id."},
+	{string(limits.SupplyUnknown), "The actuator's supply has never given a valid reading.", "Wait for the supply to report; retry with a new id."},
+	{string(limits.SupplyStale), "The actuator's supply has not reported recently enough.", "Wait for fresh readings; retry with a new id."},
+	{string(limits.SupplyTripped), "The supply tripped and stays latched until it is good for its debounce time.", "Wait for the trip to clear; retry with a new id."},
+
+	// The step's effect.
+	{string(rollback.CodeStepFailed), "The actuator failed to apply the step. The saga was unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
+	{string(rollback.CodeStepInDoubt), "The actuator timed out or lost its link, so the step may have happened. It was treated as applied and the saga unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
+
+	{CodeInternal, "A supervisor bug: an error without a code. Whether the command took effect is unknown.", "Abort the saga, which puts back whatever moved, and report the message."},
+}
+
+// Lookup returns the table entry of a code.
+func Lookup(code string) (CodeInfo, bool) {
+	for _, c := range Codes {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return CodeInfo{}, false
+}

@@ -1,0 +1,115 @@
+package mqtt
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// DefaultPrefix is the topic prefix of API v1. The version is in the topic,
+// so a v2 can run beside v1 on the same broker.
+const DefaultPrefix = "saga/v1"
+
+// MaxLevelBytes bounds a name used as one topic level: an agent, an
+// actuator, a device.
+const MaxLevelBytes = 64
+
+// Topics lays out one supervisor's topics: <prefix>/<device>/... A zero
+// Prefix means DefaultPrefix. Every topic of the API is built here, so no
+// caller assembles one by hand from a name that could hold a '/'.
+type Topics struct {
+	Prefix string // e.g. "saga/v1", or "site3/saga/v1" on a shared broker
+	Device string // this robot's name, one topic level
+}
+
+func (t Topics) base() string {
+	p := t.Prefix
+	if p == "" {
+		p = DefaultPrefix
+	}
+	return p + "/" + t.Device
+}
+
+// Validate reports a layout that would make topics ambiguous or unroutable:
+// a prefix with empty levels, wildcards, or a leading '$' (brokers reserve
+// $-topics, and '#' subscriptions do not see them), or an invalid device.
+func (t Topics) Validate() error {
+	if t.Prefix != "" {
+		if strings.HasPrefix(t.Prefix, "$") {
+			return fmt.Errorf("mqtt: topic prefix %q starts with '$', which brokers reserve", t.Prefix)
+		}
+		for _, level := range strings.Split(t.Prefix, "/") {
+			if err := ValidLevel(level); err != nil {
+				return fmt.Errorf("mqtt: topic prefix %q: %w", t.Prefix, err)
+			}
+		}
+	}
+	if err := ValidLevel(t.Device); err != nil {
+		return fmt.Errorf("mqtt: device: %w", err)
+	}
+	return nil
+}
+
+// Cmd is where agents publish requests (QoS 1, never retained). The
+// supervisor ignores a retained message here: it would replay a stale
+// command to every new subscription.
+func (t Topics) Cmd() string { return t.base() + "/cmd" }
+
+// Reply is where the supervisor answers agent (QoS 1, not retained). agent
+// must pass ValidLevel; DecodeRequest only yields agents that do.
+func (t Topics) Reply(agent string) string { return t.base() + "/reply/" + agent }
+
+// Status carries the retained Status; the supervisor's last will puts
+// {"state":"offline",...} there when it vanishes.
+func (t Topics) Status() string { return t.base() + "/status" }
+
+// State is the retained state of one actuator (payload defined with the
+// transport). actuator must pass ValidLevel.
+func (t Topics) State(actuator string) string { return t.base() + "/state/" + actuator }
+
+// Events carries Event messages (not retained).
+func (t Topics) Events() string { return t.base() + "/events" }
+
+// Estop is reserved for the e-stop (payload defined with the transport).
+func (t Topics) Estop() string { return t.base() + "/estop" }
+
+// Will is where an agent points its MQTT last will (any payload, QoS 1,
+// not retained): when the broker publishes it, the supervisor ends the
+// agent's lease and unwinds its sagas. A topic per agent, rather than a
+// request on Cmd, because the will is fixed at connect time, before the
+// agent has a lease to name, and because a broker ACL can then allow each
+// agent only its own will topic. agent must pass ValidLevel.
+func (t Topics) Will(agent string) string { return t.base() + "/will/" + agent }
+
+// WillFilter is the subscription that receives every agent's will.
+func (t Topics) WillFilter() string { return t.base() + "/will/+" }
+
+var errEmptyLevel = errors.New("empty name")
+
+// ValidLevel reports whether s can be one level of a topic: 1..MaxLevelBytes
+// bytes of UTF-8 with no '/' (it would split into two levels, so agent
+// "a/b" would read agent "a"'s replies), no '+' or '#' (wildcards, refused
+// in a published topic) and no unprintable character (NUL is forbidden
+// by MQTT; control characters are discouraged by it and unreadable in logs).
+func ValidLevel(s string) error {
+	if s == "" {
+		return errEmptyLevel
+	}
+	if len(s) > MaxLevelBytes {
+		return fmt.Errorf("name is %d bytes, over the limit of %d", len(s), MaxLevelBytes)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("name %q is not valid UTF-8", s)
+	}
+	for _, c := range s {
+		switch {
+		case c == '/' || c == '+' || c == '#':
+			return fmt.Errorf("name %q holds %q, which MQTT topics reserve", s, c)
+		case !unicode.IsPrint(c):
+			return fmt.Errorf("name %q holds the unprintable character %U", s, c)
+		}
+	}
+	return nil
+}

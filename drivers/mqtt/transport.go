@@ -1,0 +1,217 @@
+package mqtt
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Handler serves the requests a Transport receives; the supervisor
+// implements it. Calls come from one goroutine, in arrival order.
+type Handler interface {
+	// Handle answers a decoded request received at the given time.
+	Handle(req Request, received time.Time) Reply
+	// Refused is told of a request the decoder refused, so that it can be
+	// journaled; req holds whatever id and agent could be salvaged.
+	Refused(req Request, err *Error)
+	// AgentGone is told that an agent's MQTT last will arrived: the agent's
+	// connection died without a clean bye.
+	AgentGone(agent string)
+}
+
+// TransportOptions configures the supervisor's MQTT connection.
+type TransportOptions struct {
+	Broker     string // URL: tcp://host:1883, ssl://host:8883, ws://...
+	ClientID   string // fixed, for a persistent session
+	Username   string
+	Password   string
+	TLS        *tls.Config // nil: none
+	Topics     Topics
+	MaxPayload int          // requests over this are refused (PAYLOAD_TOO_LARGE)
+	QueueLen   int          // messages waiting for the handler; default 1024
+	Logger     *slog.Logger // nil: discard
+}
+
+type inbound struct {
+	topic    string
+	payload  []byte
+	received time.Time
+}
+
+// Transport is the supervisor's MQTT client: a persistent session, a last
+// will of "offline" on the retained status topic, subscriptions renewed on
+// every (re)connect, and message handlers that never block — messages are
+// queued for one worker goroutine, which calls the Handler and publishes
+// the reply.
+type Transport struct {
+	opt    TransportOptions
+	h      Handler
+	log    *slog.Logger
+	client paho.Client
+	q      chan inbound
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	status []byte // the retained status last published, republished on reconnect
+	closed bool   // q is closed: late messages from paho are dropped
+}
+
+// StartTransport connects and starts serving requests. If the broker is not
+// up yet it keeps retrying in the background: the supervisor runs (not
+// ready to anyone) without it.
+func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
+	if err := opt.Topics.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.QueueLen <= 0 {
+		opt.QueueLen = 1024
+	}
+	if opt.MaxPayload <= 0 {
+		opt.MaxPayload = DefaultMaxRequestBytes
+	}
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	t := &Transport{opt: opt, h: h, log: lg, q: make(chan inbound, opt.QueueLen), done: make(chan struct{}),
+		status: EncodeStatus(Status{State: StateOnline})}
+	co := paho.NewClientOptions().
+		AddBroker(opt.Broker).
+		SetClientID(opt.ClientID).
+		// A persistent session: QoS 1 commands queued while the link was
+		// down are delivered after it returns; each is still checked
+		// against its lease and deadline, so nothing stale acts.
+		SetCleanSession(false).
+		SetOrderMatters(false).
+		SetAutoReconnect(true).
+		SetConnectRetry(true).
+		SetConnectRetryInterval(500 * time.Millisecond).
+		SetMaxReconnectInterval(2 * time.Second).
+		SetKeepAlive(10 * time.Second).
+		SetWill(opt.Topics.Status(), string(EncodeStatus(Status{State: StateOffline})), 1, true).
+		SetOnConnectHandler(t.onConnect).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { lg.Warn("mqtt connection lost", "err", err) })
+	if opt.Username != "" {
+		co.SetUsername(opt.Username).SetPassword(opt.Password)
+	}
+	if opt.TLS != nil {
+		co.SetTLSConfig(opt.TLS)
+	}
+	t.client = paho.NewClient(co)
+	go t.work()
+	tok := t.client.Connect()
+	// With ConnectRetry the token completes only once connected; the
+	// daemon must come up without the broker, so do not wait long.
+	tok.WaitTimeout(3 * time.Second)
+	if err := tok.Error(); err != nil {
+		t.client.Disconnect(0)
+		t.mu.Lock()
+		t.closed = true
+		close(t.q)
+		t.mu.Unlock()
+		return nil, fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
+	}
+	return t, nil
+}
+
+// onConnect subscribes (again, after a reconnect) and republishes status.
+func (t *Transport) onConnect(c paho.Client) {
+	t.log.Info("mqtt connected", "broker", t.opt.Broker)
+	subs := map[string]byte{t.opt.Topics.Cmd(): 1, t.opt.Topics.WillFilter(): 1}
+	if tok := c.SubscribeMultiple(subs, t.enqueue); tok.WaitTimeout(5*time.Second) && tok.Error() != nil {
+		t.log.Error("mqtt subscribe failed", "err", tok.Error())
+	}
+	t.mu.Lock()
+	status := t.status
+	t.mu.Unlock()
+	c.Publish(t.opt.Topics.Status(), 1, true, status)
+}
+
+// enqueue is paho's message handler: it must never block, or it stalls the
+// client's pings and can deadlock it.
+func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
+	in := inbound{topic: m.Topic(), payload: m.Payload(), received: time.Now()}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	select {
+	case t.q <- in:
+	default:
+		t.log.Error("mqtt inbound queue full: message dropped", "topic", in.topic)
+	}
+}
+
+func (t *Transport) work() {
+	defer close(t.done)
+	willPrefix := strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")
+	for in := range t.q {
+		if agent, ok := strings.CutPrefix(in.topic, willPrefix); ok {
+			if ValidLevel(agent) == nil {
+				t.h.AgentGone(agent)
+			}
+			continue
+		}
+		req, derr := DecodeRequest(in.payload, t.opt.MaxPayload)
+		var rep Reply
+		if derr != nil {
+			t.h.Refused(req, derr)
+			rep = ErrorReply(req.ID, derr)
+		} else {
+			rep = t.h.Handle(req, in.received)
+		}
+		if ValidLevel(req.Agent) == nil {
+			t.client.Publish(t.opt.Topics.Reply(req.Agent), 1, false, EncodeReply(rep))
+		} else {
+			// Nobody to address: the refusal goes to the events topic.
+			t.client.Publish(t.opt.Topics.Events(), 1, false, EncodeEvent(Event{Kind: EventReply, Reply: &rep}))
+		}
+	}
+}
+
+// Publish sends a message without waiting for the broker.
+func (t *Transport) Publish(topic string, retained bool, payload []byte) {
+	t.client.Publish(topic, 1, retained, payload)
+}
+
+// SetStatus publishes the retained status (and remembers it for the next
+// reconnect).
+func (t *Transport) SetStatus(s Status) {
+	s.State = StateOnline
+	b := EncodeStatus(s)
+	t.mu.Lock()
+	changed := string(b) != string(t.status)
+	t.status = b
+	t.mu.Unlock()
+	if changed {
+		t.client.Publish(t.opt.Topics.Status(), 1, true, b)
+	}
+}
+
+// Close publishes "offline" on the status topic first — a clean disconnect
+// suppresses the will — then stops the worker and disconnects.
+func (t *Transport) Close() error {
+	var err error
+	t.once.Do(func() {
+		if t.client.IsConnected() {
+			tok := t.client.Publish(t.opt.Topics.Status(), 1, true, EncodeStatus(Status{State: StateOffline}))
+			if !tok.WaitTimeout(2*time.Second) || tok.Error() != nil {
+				err = errors.Join(errors.New("mqtt: offline status not confirmed"), tok.Error())
+			}
+		}
+		t.client.Disconnect(250)
+		t.mu.Lock()
+		t.closed = true
+		close(t.q)
+		t.mu.Unlock()
+		<-t.done
+	})
+	return err
+}
