@@ -11,16 +11,26 @@ import (
 // not mid-step or mid-unwind end with their steps unresolved, effects in
 // flight are waited for, and then every actuator goes to its safe policy.
 // It returns the reports of the sagas it ended and the safe-policy errors.
-func (e *Engine) Halt(reason string) ([]*Report, error) {
+func (e *Engine) Halt(reason string) ([]*Report, error) { return e.halt(reason, true) }
+
+// Park is the halt of an orderly stop: every actuator goes to its safe
+// policy and nothing moves afterwards, but no HALT is journaled, so the
+// next start is not latched halted (an orderly restart needs no operator).
+// Unwind the open sagas first (AbortAll): Park ends the rest unresolved.
+func (e *Engine) Park(reason string) ([]*Report, error) { return e.halt(reason, false) }
+
+func (e *Engine) halt(reason string, latch bool) ([]*Report, error) {
 	e.haltMu.Lock()
 	defer e.haltMu.Unlock()
 	e.mu.Lock()
 	if !e.halted {
 		e.halted = true
 		e.haltWhy = reason
-		e.log.Error("halt", "reason", reason)
-		if e.fatal == nil {
-			e.enqueue(&Record{Type: RecHalt, Message: reason})
+		if latch {
+			e.log.Error("halt", "reason", reason)
+			if e.fatal == nil {
+				e.enqueue(&Record{Type: RecHalt, Message: reason})
+			}
 		}
 	}
 	var reps []*Report

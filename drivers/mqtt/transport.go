@@ -91,9 +91,9 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		SetOrderMatters(false).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).
-		SetConnectRetryInterval(500 * time.Millisecond).
-		SetMaxReconnectInterval(2 * time.Second).
-		SetKeepAlive(10 * time.Second).
+		SetConnectRetryInterval(500*time.Millisecond).
+		SetMaxReconnectInterval(2*time.Second).
+		SetKeepAlive(10*time.Second).
 		SetWill(opt.Topics.Status(), string(EncodeStatus(Status{State: StateOffline})), 1, true).
 		SetOnConnectHandler(t.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { lg.Warn("mqtt connection lost", "err", err) })

@@ -1,0 +1,302 @@
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// DefaultYAML is the embedded default configuration: the simulated demo arm
+// (base, shoulder, elbow and gripper servos on a battery), an in-process
+// MQTT broker on 127.0.0.1:1883, HTTP on 127.0.0.1:8080 and the journal in
+// ./saga-data. It is the file users copy to start their own.
+//
+//go:embed default.yaml
+var DefaultYAML []byte
+
+// DefaultName is the file name errors and Where use for DefaultYAML.
+const DefaultName = "default.yaml"
+
+// Default returns a fresh copy of the embedded default configuration. It
+// would panic only if DefaultYAML did not parse, which TestDefault rules out
+// for every build.
+func Default() *Config {
+	c, err := Parse(DefaultYAML, DefaultName)
+	if err != nil {
+		panic("config: the embedded default does not parse: " + err.Error())
+	}
+	return c
+}
+
+// Config is the whole configuration of one supervisor. Every field is filled:
+// omitted keys hold their defaults after Parse.
+type Config struct {
+	// Device names this robot; it is the MQTT topic level after the prefix
+	// (saga/v1/<device>) and part of the default client id. Required.
+	Device    string              `yaml:"device"`
+	Journal   Journal             `yaml:"journal"`
+	Unwind    Unwind              `yaml:"unwind"`
+	Leases    Leases              `yaml:"leases"`
+	MQTT      MQTT                `yaml:"mqtt"`
+	HTTP      HTTP                `yaml:"http"`
+	Sim       Sim                 `yaml:"sim"`
+	Supplies  map[string]Supply   `yaml:"supplies"`
+	Actuators map[string]Actuator `yaml:"actuators"` // at least one
+
+	file     string
+	at       map[string]place // dotted path → where it was written
+	warnings []string
+}
+
+// Journal configures the write-ahead journal.
+type Journal struct {
+	// Dir is the journal directory. A relative path is relative to the
+	// process's working directory (systemd: WorkingDirectory=), not to the
+	// config file, so the embedded default and a copied file behave alike.
+	Dir string `yaml:"dir"`
+	// Durability: every-step (default) fsyncs every INTENT before its
+	// effect; first-touch only a saga's first INTENT on each actuator.
+	Durability rollback.Durability `yaml:"durability"`
+	// SegmentSize is the preallocated size of new segments (default 16MiB).
+	SegmentSize Size `yaml:"segment_size"`
+}
+
+// Unwind configures how sagas are unwound.
+type Unwind struct {
+	Order                 rollback.Order                 `yaml:"order"`                   // retrace (default) or direct
+	Retries               int                            `yaml:"retries"`                 // after the first attempt: 1..10, default 2
+	RetryBackoff          time.Duration                  `yaml:"retry_backoff"`           // first backoff, doubled each retry; default 10ms
+	OnCompensationFailure rollback.OnCompensationFailure `yaml:"on_compensation_failure"` // halt (default) or continue
+	MaxSagaCommands       int                            `yaml:"max_saga_commands"`       // default 10000
+}
+
+// Leases bounds the leases granted to agents (DESIGN §6). Heartbeat is
+// DefaultTTL/4.
+type Leases struct {
+	DefaultTTL time.Duration `yaml:"default_ttl"` // granted when an agent asks for none; default 1s
+	MinTTL     time.Duration `yaml:"min_ttl"`     // default 50ms
+	MaxTTL     time.Duration `yaml:"max_ttl"`     // default 60s
+}
+
+// MQTT configures the command API's broker connection.
+type MQTT struct {
+	// Broker is "embedded" (an in-process broker listening on Listen) or
+	// the URL of an external broker: tcp:// or mqtt:// (plain), ssl://,
+	// tls:// or mqtts:// (TLS), ws:// or wss:// (websocket).
+	Broker string `yaml:"broker"`
+	// Listen is the embedded broker's address (default 127.0.0.1:1883);
+	// empty for an external broker.
+	Listen string `yaml:"listen"`
+	// Prefix leads every topic: <prefix>/<device>/cmd ... (default saga/v1).
+	Prefix string `yaml:"prefix"`
+	// ClientID defaults to saga-supervisor-<device>.
+	ClientID string `yaml:"client_id"`
+	Username string `yaml:"username"`
+	// Password is written inline (discouraged) or, after Load, read from
+	// PasswordFile.
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	TLS          TLS    `yaml:"tls"`
+	// MaxPayload bounds one MQTT message (default 64KiB).
+	MaxPayload Size `yaml:"max_payload"`
+}
+
+// TLS configures TLS to an external broker (ssl, tls, mqtts or wss URLs).
+// The files are named here and read by the composer.
+type TLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"` // client certificate; with KeyFile
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// HTTP configures the status, metrics and operator endpoints.
+type HTTP struct {
+	// Listen is host:port (default 127.0.0.1:8080); "" disables HTTP.
+	Listen string `yaml:"listen"`
+	// ResetToken authorises an operator's reset. Written inline
+	// (discouraged) or, after Load, read from ResetTokenFile. Empty: reset
+	// over HTTP is not possible.
+	ResetToken     Secret `yaml:"reset_token"`
+	ResetTokenFile string `yaml:"reset_token_file"`
+}
+
+// Sim configures the simulated world.
+type Sim struct {
+	// World is the file the simulated devices persist to ("" keeps them in
+	// memory). Default ./saga-data/world.
+	World string `yaml:"world"`
+}
+
+// Supply is one watched power rail.
+type Supply struct {
+	// Driver reads the voltage. Only "sim" exists so far.
+	Driver string    `yaml:"driver"`
+	Sim    SimSupply `yaml:"sim"`
+	// MinVolts and MaxVolts bound the rail; required.
+	MinVolts float64 `yaml:"min_volts"`
+	MaxVolts float64 `yaml:"max_volts"`
+	// HysteresisVolts narrows the band a tripped rail must return to before
+	// it clears (default 0).
+	HysteresisVolts float64 `yaml:"hysteresis_volts"`
+	// Debounce is how long a violation must last to trip, and how long good
+	// readings must last to clear (default 200ms).
+	Debounce time.Duration `yaml:"debounce"`
+	// StaleAfter is how old the last reading may be (default 2s).
+	StaleAfter time.Duration `yaml:"stale_after"`
+	// Action is taken on a trip: warn, refuse, unwind or halt (default halt,
+	// the safe end: a rail that trips with no action configured stops the
+	// robot rather than only logging).
+	Action limits.Action `yaml:"action"`
+}
+
+// SimSupply configures a simulated supply.
+type SimSupply struct {
+	// Volts is the voltage a new simulated supply starts at (default: the
+	// middle of [min_volts, max_volts]).
+	Volts float64 `yaml:"volts"`
+}
+
+// Actuator is one named output. Its name is its key under actuators.
+type Actuator struct {
+	Kind actuators.Kind `yaml:"kind"` // servo, pwm, digital, setpoint or pulse; required
+	// Driver sets the output. Only "sim" exists so far.
+	Driver string      `yaml:"driver"`
+	Sim    SimActuator `yaml:"sim"`
+	// Min and Max bound every command; required, except for pwm and digital
+	// where they default to 0 and 1 (and must lie within [0, 1]).
+	Min float64 `yaml:"min"`
+	Max float64 `yaml:"max"`
+	// MaxStep bounds the change from the previous command; MaxRate the
+	// change per second. 0 (the default) means no such limit.
+	MaxStep float64       `yaml:"max_step"`
+	MaxRate float64       `yaml:"max_rate"`
+	Policy  limits.Policy `yaml:"policy"` // reject (default) or clamp
+	// Initial is the commanded value assumed at power-up, before any
+	// journaled command (default 0). It must lie in [Min, Max]: it is never
+	// clamped.
+	Initial float64 `yaml:"initial"`
+	// Safe is the safe policy: hold (default), detach or {value: X} with X
+	// in [Min, Max]. A pulse cannot have a safe value: it has no position.
+	Safe actuators.SafePolicy `yaml:"safe"`
+	// Supply names the supply this actuator draws from ("" for none), and
+	// SupplyMinVolts/SupplyMaxVolts its own bounds on it (0: the supply's).
+	Supply         string  `yaml:"supply"`
+	SupplyMinVolts float64 `yaml:"supply_min_volts"`
+	SupplyMaxVolts float64 `yaml:"supply_max_volts"`
+	// Timeout bounds one driver call (default actuators.DefaultTimeout).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// SimActuator configures a simulated actuator.
+type SimActuator struct {
+	// Slew is how fast a simulated servo moves, in degrees per second
+	// (default 720; 0 reaches any angle at once). Servos only.
+	Slew float64 `yaml:"slew"`
+}
+
+// ActuatorNames returns the actuator names, sorted.
+func (c *Config) ActuatorNames() []string { return sortedKeys(c.Actuators) }
+
+// SupplyNames returns the supply names, sorted.
+func (c *Config) SupplyNames() []string { return sortedKeys(c.Supplies) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// File returns the name the config was loaded or parsed under.
+func (c *Config) File() string { return c.file }
+
+// Where returns where a dotted path (e.g. "actuators.elbow.max") was written,
+// as "file:line:col", so that the composer can point at the config when a
+// driver refuses what it says. For a path that was not written it names the
+// nearest enclosing one that was; at worst, the file.
+func (c *Config) Where(path string) string {
+	for p := path; ; p = parent(p) {
+		if at, ok := c.at[p]; ok {
+			return fmt.Sprintf("%s:%d:%d", c.file, at.line, at.col)
+		}
+		if p == "" {
+			return c.file
+		}
+	}
+}
+
+// Warnings lists what is allowed but discouraged (inline secrets, a listener
+// reachable from the network, TLS without verification), each located like
+// an error, for the daemon to log at start-up.
+func (c *Config) Warnings() []string { return append([]string(nil), c.warnings...) }
+
+// Topic returns the topic root of this device's MQTT API: <prefix>/<device>.
+func (c *Config) Topic() string { return c.MQTT.Prefix + "/" + c.Device }
+
+// RollbackConfig returns the engine settings of the config. The composer
+// adds what only it has: the journal, the actuator registry, the supplies,
+// a clock and a logger.
+func (c *Config) RollbackConfig() rollback.Config {
+	return rollback.Config{
+		Durability:            c.Journal.Durability,
+		Order:                 c.Unwind.Order,
+		OnCompensationFailure: c.Unwind.OnCompensationFailure,
+		Retries:               c.Unwind.Retries,
+		RetryBackoff:          c.Unwind.RetryBackoff,
+		MaxSagaCommands:       c.Unwind.MaxSagaCommands,
+	}
+}
+
+// WALOptions returns the journal's options (FS and FlushDelay left at
+// their defaults).
+func (j Journal) WALOptions() wal.Options {
+	return wal.Options{SegmentSize: int64(j.SegmentSize)}
+}
+
+// Heartbeat is how often an agent should renew a lease of the default TTL.
+func (l Leases) Heartbeat() time.Duration { return l.DefaultTTL / 4 }
+
+// Embedded reports whether the supervisor runs its own broker.
+func (m MQTT) Embedded() bool { return m.Broker == brokerEmbedded }
+
+// UsesTLS reports whether the broker URL's scheme is a TLS one.
+func (m MQTT) UsesTLS() bool {
+	u, err := url.Parse(m.Broker)
+	return err == nil && tlsSchemes[strings.ToLower(u.Scheme)]
+}
+
+// LimitsSpec returns the actuator's limits for the gate.
+func (a Actuator) LimitsSpec() limits.Spec {
+	return limits.Spec{
+		Min: a.Min, Max: a.Max, MaxStep: a.MaxStep, MaxRate: a.MaxRate, Policy: a.Policy,
+		Supply: a.Supply, SupplyMinVolts: a.SupplyMinVolts, SupplyMaxVolts: a.SupplyMaxVolts,
+	}
+}
+
+// Actuator returns the actuators.Actuator this config describes, named
+// name and driven by d. Drivers are built by the composer, never here.
+func (a Actuator) Actuator(name string, d actuators.Driver) *actuators.Actuator {
+	return &actuators.Actuator{
+		Name: name, Kind: a.Kind, Limits: a.LimitsSpec(), Safe: a.Safe,
+		Timeout: a.Timeout, Initial: a.Initial, Driver: d,
+	}
+}
+
+// Spec returns the supply's spec for limits.NewSupply.
+func (s Supply) Spec(name string) limits.SupplySpec {
+	return limits.SupplySpec{
+		Name: name, MinVolts: s.MinVolts, MaxVolts: s.MaxVolts, HysteresisVolts: s.HysteresisVolts,
+		Debounce: s.Debounce, StaleAfter: s.StaleAfter, Action: s.Action,
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package config_test
+
+import "errors"
+
+func mkfifo(string) error { return errors.New("no FIFOs on this platform") }

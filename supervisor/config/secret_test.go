@@ -1,0 +1,153 @@
+package config_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// writeFile writes content at mode exactly (umask would otherwise change it).
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withSecrets returns a config naming the two secret files.
+func withSecrets(passwordFile, tokenFile string) string {
+	return fmt.Sprintf(`device: arm1
+mqtt:
+  broker: tcp://broker.local:1883
+  username: arm1
+  password_file: %q
+http:
+  reset_token_file: %q
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, passwordFile, tokenFile)
+}
+
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	pass, token := filepath.Join(dir, "mqtt.pass"), filepath.Join(dir, "reset.token")
+	writeFile(t, pass, "hunter2\n", 0o600)
+	writeFile(t, token, "s3cret-token\r\n", 0o400)
+	cfgPath := filepath.Join(dir, "arm.yaml")
+	writeFile(t, cfgPath, withSecrets(pass, token), 0o644)
+
+	c, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.MQTT.Password.Reveal(); got != "hunter2" {
+		t.Errorf("password %q", got)
+	}
+	if got := c.HTTP.ResetToken.Reveal(); got != "s3cret-token" {
+		t.Errorf("reset token %q", got)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("warnings: %v", w)
+	}
+	// A secret never prints.
+	for _, s := range []string{fmt.Sprint(c.MQTT), fmt.Sprintf("%+v %#v %q", c.HTTP, c.HTTP, c.HTTP.ResetToken)} {
+		if strings.Contains(s, "hunter2") || strings.Contains(s, "s3cret") {
+			t.Errorf("secret printed: %s", s)
+		}
+	}
+	if b, _ := c.MQTT.Password.MarshalText(); string(b) != "[redacted]" {
+		t.Errorf("MarshalText %q", b)
+	}
+}
+
+func TestSecretFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	writeFile(t, good, "x\n", 0o600)
+	mk := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		writeFile(t, p, content, mode)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		want string
+	}{
+		{"world readable", mk("0644", "hunter2\n", 0o644), "has mode 0644: a secret must not be accessible to group or others"},
+		{"group readable", mk("0640", "hunter2\n", 0o640), "has mode 0640"},
+		{"missing", filepath.Join(dir, "nope"), "no such file or directory"},
+		{"a directory", dir, "is not a regular file"},
+		{"empty", mk("empty", "\n", 0o600), "is empty"},
+		{"two lines", mk("two", "a\nb\n", 0o600), "holds more than one line"},
+		{"too large", mk("large", strings.Repeat("x", 5000), 0o600), "larger than 4096 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(withSecrets(tc.path, good)), "arm.yaml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			// password_file is on line 5 of withSecrets' config.
+			if !strings.HasPrefix(err.Error(), "arm.yaml:5:18: mqtt.password_file: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant arm.yaml:5:18: mqtt.password_file: ... %s", err, tc.want)
+			}
+			if len(errorList(err)) != 1 {
+				t.Errorf("more than one error: %v", err)
+			}
+		})
+	}
+}
+
+func TestSecretFIFONeverOpened(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := mkfifo(fifo); err != nil {
+		t.Skipf("no mkfifo here: %v", err)
+	}
+	_, err := config.Parse([]byte(withSecrets(fifo, fifo)), "arm.yaml")
+	if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestLoadInlineSecretInOpenFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "arm.yaml")
+	writeFile(t, p, `device: arm1
+http:
+  reset_token: inline
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, 0o644)
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(c.Warnings(), "\n"); !strings.Contains(w, p+": holds an inline secret but has mode 0644") ||
+		!strings.Contains(w, p+":3:16: http.reset_token: an inline secret") {
+		t.Errorf("warnings:\n%s", w)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := config.Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	writeFile(t, big, "# "+strings.Repeat("x", 2<<20)+"\n", 0o644)
+	if _, err := config.Load(big); err == nil || !strings.HasPrefix(err.Error(), big+": larger than") {
+		t.Errorf("big file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	writeFile(t, bad, "device: arm1\nactuators: {}\n", 0o644)
+	if _, err := config.Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2:1: actuators: ") {
+		t.Errorf("bad file: %v", err)
+	}
+}

@@ -1,0 +1,671 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// Bounds a config must stay within, each with its reason.
+const (
+	// Lease TTL bounds of DESIGN §6: below 50ms a heartbeat (TTL/4) is
+	// faster than an MQTT round trip on a Pi; above 60s a dead controller
+	// holds its actuators for too long.
+	MinLeaseTTL = 50 * time.Millisecond
+	MaxLeaseTTL = 60 * time.Second
+
+	// maxRetries and maxRetryWait bound an unwind's retrying: with a doubling
+	// backoff a typo (retries: 20) would otherwise leave an arm half unwound
+	// for hours.
+	maxRetries   = 10
+	maxRetryWait = time.Minute
+
+	// maxSagaCommands bounds a saga's memory (its steps and command ids).
+	maxSagaCommands = 1_000_000
+
+	// maxTimeout bounds a driver call: a halt waits for effects in flight,
+	// so a long timeout is a slow e-stop.
+	maxTimeout = 10 * time.Second
+
+	// maxSupplyTime bounds debounce and stale_after: a rail that may be out
+	// of range or unread for longer than this is not being watched.
+	maxSupplyTime = time.Minute
+
+	// An MQTT message must hold a reply or a rollback report (minimum) and
+	// fit MQTT's remaining-length field (maximum).
+	minMaxPayload = 1 << 10
+	maxMaxPayload = 268_435_455
+
+	// maxNameLen bounds names of actuators, supplies and the device: they are
+	// topic levels, log fields and (simulated) world-file slot names.
+	maxNameLen = 64
+)
+
+const (
+	brokerEmbedded = "embedded"
+	driverSim      = "sim"
+)
+
+// knownDrivers are the driver names an actuator or supply may use.
+// (mcu, ina219 and gpio come with their packages.)
+var knownDrivers = []string{driverSim}
+
+// Broker URL schemes, as paho.mqtt.golang dials them.
+var (
+	plainSchemes = map[string]bool{"tcp": true, "mqtt": true, "ws": true}
+	tlsSchemes   = map[string]bool{"ssl": true, "tls": true, "mqtts": true, "wss": true}
+)
+
+// defaults returns a Config holding every default; decoding overwrites what
+// the file sets.
+func defaults() *Config {
+	return &Config{
+		Journal: Journal{
+			Dir:         "./saga-data/journal",
+			Durability:  rollback.EveryStep,
+			SegmentSize: wal.DefaultSegmentSize,
+		},
+		Unwind: Unwind{
+			Order:                 rollback.Retrace,
+			Retries:               2,
+			RetryBackoff:          10 * time.Millisecond,
+			OnCompensationFailure: rollback.HaltOnFailure,
+			MaxSagaCommands:       rollback.DefaultMaxSagaCommands,
+		},
+		Leases: Leases{DefaultTTL: time.Second, MinTTL: MinLeaseTTL, MaxTTL: MaxLeaseTTL},
+		MQTT: MQTT{
+			Broker:     brokerEmbedded,
+			Listen:     "127.0.0.1:1883",
+			Prefix:     "saga/v1",
+			MaxPayload: 64 << 10,
+		},
+		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		Sim:  Sim{World: "./saga-data/world"},
+	}
+}
+
+func (s *Supply) setDefaults() {
+	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt}
+}
+
+func (a *Actuator) setDefaults() {
+	*a = Actuator{
+		Policy:  limits.Reject,
+		Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
+		Timeout: actuators.DefaultTimeout,
+		Sim:     SimActuator{Slew: 720},
+	}
+}
+
+// complete fills the defaults that depend on other settings.
+func (d *decoder) complete(c *Config) {
+	if !c.MQTT.Embedded() && !d.set("mqtt.listen") {
+		c.MQTT.Listen = ""
+	}
+	if !d.set("mqtt.client_id") {
+		c.MQTT.ClientID = "saga-supervisor-" + c.Device
+	}
+	for name, s := range c.Supplies {
+		p := "supplies." + name
+		if !d.set(p + ".sim.volts") {
+			s.Sim.Volts = (s.MinVolts + s.MaxVolts) / 2
+		}
+		c.Supplies[name] = s
+	}
+	for name, a := range c.Actuators {
+		p := "actuators." + name
+		if unitRange(a.Kind) {
+			if !d.set(p + ".min") {
+				a.Min = 0
+			}
+			if !d.set(p + ".max") {
+				a.Max = 1
+			}
+		}
+		if a.Kind != actuators.Servo && !d.set(p+".sim.slew") {
+			a.Sim.Slew = 0
+		}
+		c.Actuators[name] = a
+	}
+}
+
+// unitRange reports kinds whose values lie in [0, 1]: a duty cycle, on/off.
+func unitRange(k actuators.Kind) bool { return k == actuators.PWM || k == actuators.Digital }
+
+// validate checks everything that decoding alone cannot.
+func (d *decoder) validate(c *Config) {
+	if !d.set("device") {
+		d.errorf("device", "required: the robot's name, used in its MQTT topics (%s/<device>)", c.MQTT.Prefix)
+	} else if d.ok("device") {
+		if err := checkName(c.Device); err != nil {
+			d.errorf("device", "%v", err)
+		}
+	}
+	d.validateJournal(c.Journal)
+	d.validateUnwind(c.Unwind)
+	d.validateLeases(c.Leases)
+	d.validateMQTT(c.MQTT)
+	d.validateHTTP(c.HTTP)
+	for _, name := range c.SupplyNames() {
+		d.validateSupply("supplies."+name, c.Supplies[name])
+	}
+	if len(c.Actuators) == 0 && d.ok("actuators") {
+		d.errorf("actuators", "at least one actuator is required")
+	}
+	for _, name := range c.ActuatorNames() {
+		d.validateActuator(c, name)
+	}
+	// Backstop: the packages that enforce these specs must accept them. The
+	// checks above should already have said why in the file's terms.
+	if len(d.errs) == 0 {
+		for _, name := range c.SupplyNames() {
+			if err := c.Supplies[name].Spec(name).Validate(); err != nil {
+				d.errorf("supplies."+name, "%v", err)
+			}
+		}
+		for _, name := range c.ActuatorNames() {
+			if err := c.Actuators[name].LimitsSpec().Validate(); err != nil {
+				d.errorf("actuators."+name, "%v", err)
+			}
+		}
+	}
+}
+
+func (d *decoder) validateJournal(j Journal) {
+	if j.Dir == "" && d.ok("journal.dir") {
+		d.errorf("journal.dir", "must not be empty")
+	}
+	if s := j.SegmentSize; d.ok("journal.segment_size") && (s < wal.MinSegmentSize || s > wal.MaxSegmentSize) {
+		d.errorf("journal.segment_size", "%s is outside %s..%s", s, Size(wal.MinSegmentSize), Size(wal.MaxSegmentSize))
+	}
+}
+
+func (d *decoder) validateUnwind(u Unwind) {
+	if d.ok("unwind.retries") {
+		switch {
+		case u.Retries == 0:
+			// rollback.Config reads Retries 0 as "use the default (2)", so
+			// a 0 here could not be honoured; say so rather than retry twice.
+			d.errorf("unwind.retries", "must be 1..%d: the engine has no zero-retry setting", maxRetries)
+		case u.Retries < 0 || u.Retries > maxRetries:
+			d.errorf("unwind.retries", "%d is outside 1..%d", u.Retries, maxRetries)
+		}
+	}
+	if d.ok("unwind.retry_backoff") {
+		switch {
+		case u.RetryBackoff <= 0:
+			d.errorf("unwind.retry_backoff", "must be positive")
+		case d.ok("unwind.retries") && u.Retries >= 1 && u.Retries <= maxRetries &&
+			u.RetryBackoff > maxRetryWait/time.Duration(1<<u.Retries-1):
+			d.errorf("unwind.retry_backoff", "%v doubled over %d retries waits %v in all; at most %v",
+				u.RetryBackoff, u.Retries, u.RetryBackoff*time.Duration(1<<u.Retries-1), maxRetryWait)
+		}
+	}
+	if n := u.MaxSagaCommands; d.ok("unwind.max_saga_commands") && (n < 1 || n > maxSagaCommands) {
+		d.errorf("unwind.max_saga_commands", "%d is outside 1..%d", n, maxSagaCommands)
+	}
+}
+
+func (d *decoder) validateLeases(l Leases) {
+	inBounds := true
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{{"default_ttl", l.DefaultTTL}, {"min_ttl", l.MinTTL}, {"max_ttl", l.MaxTTL}} {
+		p := "leases." + f.key
+		if !d.ok(p) {
+			inBounds = false
+		} else if f.v < MinLeaseTTL || f.v > MaxLeaseTTL {
+			d.errorf(p, "%v is outside %v..%v", f.v, MinLeaseTTL, MaxLeaseTTL)
+			inBounds = false
+		}
+	}
+	if !inBounds {
+		return
+	}
+	switch {
+	case l.MinTTL > l.MaxTTL:
+		d.errorf("leases.min_ttl", "%v is above max_ttl %v", l.MinTTL, l.MaxTTL)
+	case l.DefaultTTL < l.MinTTL || l.DefaultTTL > l.MaxTTL:
+		d.errorf("leases.default_ttl", "%v is outside min_ttl..max_ttl = %v..%v", l.DefaultTTL, l.MinTTL, l.MaxTTL)
+	}
+}
+
+func (d *decoder) validateMQTT(m MQTT) {
+	if d.ok("mqtt.broker") {
+		d.validateBroker(m)
+	}
+	if d.ok("mqtt.prefix") {
+		if err := checkPrefix(m.Prefix); err != nil {
+			d.errorf("mqtt.prefix", "%v", err)
+		}
+	}
+	if d.ok("mqtt.client_id") && d.set("mqtt.client_id") {
+		switch id := m.ClientID; {
+		case id == "":
+			d.errorf("mqtt.client_id", "must not be empty (omit it for saga-supervisor-<device>)")
+		case len(id) > 128 || !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0:
+			d.errorf("mqtt.client_id", "must be at most 128 bytes of UTF-8 without control characters")
+		}
+	}
+	d.validateSecret("mqtt.password", m.Password, "mqtt.password_file", m.PasswordFile)
+	if (m.Password != "" || m.PasswordFile != "") && m.Username == "" && d.ok("mqtt.username") {
+		// MQTT carries a password only together with a user name.
+		d.errorf(pick(d, "mqtt.password_file", "mqtt.password"), "a password needs a username")
+	}
+	if s := m.MaxPayload; d.ok("mqtt.max_payload") && (s < minMaxPayload || s > maxMaxPayload) {
+		d.errorf("mqtt.max_payload", "%s is outside %s..%d bytes", s, Size(minMaxPayload), maxMaxPayload)
+	}
+}
+
+// pick returns the first of paths that was written.
+func pick(d *decoder, paths ...string) string {
+	for _, p := range paths {
+		if d.set(p) {
+			return p
+		}
+	}
+	return paths[len(paths)-1]
+}
+
+func (d *decoder) validateBroker(m MQTT) {
+	tlsKeys := []struct {
+		key string
+		set bool
+	}{
+		{"ca_file", m.TLS.CAFile != ""},
+		{"cert_file", m.TLS.CertFile != ""},
+		{"key_file", m.TLS.KeyFile != ""},
+		{"insecure_skip_verify", m.TLS.InsecureSkipVerify},
+	}
+	if m.Embedded() {
+		if d.ok("mqtt.listen") {
+			if m.Listen == "" {
+				d.errorf("mqtt.listen", "the embedded broker needs an address to listen on, e.g. 127.0.0.1:1883")
+			} else if err := d.checkListen("mqtt.listen", m.Listen); err != nil {
+				d.errorf("mqtt.listen", "%v", err)
+			}
+		}
+		for _, k := range tlsKeys {
+			if k.set {
+				d.errorf("mqtt.tls."+k.key, "TLS settings apply to an external ssl://, tls://, mqtts:// or wss:// broker, not the embedded one")
+			}
+		}
+		return
+	}
+	if err := checkBrokerURL(m.Broker); err != nil {
+		d.errorf("mqtt.broker", "%v", err)
+		return
+	}
+	if m.Listen != "" && d.ok("mqtt.listen") {
+		d.errorf("mqtt.listen", "listen is only for the embedded broker; remove it for an external one")
+	}
+	if !m.UsesTLS() {
+		for _, k := range tlsKeys {
+			if k.set {
+				d.errorf("mqtt.tls."+k.key, "TLS settings need an ssl://, tls://, mqtts:// or wss:// broker, not %.60s", m.Broker)
+			}
+		}
+		return
+	}
+	if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
+		d.errorf(pick(d, "mqtt.tls.cert_file", "mqtt.tls.key_file"), "cert_file and key_file go together")
+	}
+	if m.TLS.InsecureSkipVerify {
+		d.warnf("mqtt.tls.insecure_skip_verify", "the broker's certificate is not verified: anyone on the path can impersonate it")
+	}
+}
+
+// checkBrokerURL accepts the URLs paho.mqtt.golang dials: scheme, host and
+// port, a path only for websockets.
+func checkBrokerURL(s string) error {
+	const want = `want "embedded" or a URL such as tcp://host:1883, ssl://host:8883 or wss://host/mqtt`
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.Host == "" {
+		return fmt.Errorf("bad broker %.60q: %s", s, want)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if !plainSchemes[scheme] && !tlsSchemes[scheme] {
+		return fmt.Errorf("unsupported scheme %q: want tcp, mqtt, ssl, tls, mqtts, ws or wss", u.Scheme)
+	}
+	if u.User != nil {
+		// Credentials in the URL would escape password_file's mode check
+		// and show up wherever the broker is logged.
+		return fmt.Errorf("the broker URL must not hold credentials: use username and password_file")
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("bad broker %.60q: no host", s)
+	}
+	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("broker %.60q needs a port, e.g. :1883 (:8883 for TLS)", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("broker %.60q: a query or fragment is not used; remove it", s)
+	}
+	if u.Path != "" && u.Path != "/" && scheme != "ws" && scheme != "wss" {
+		return fmt.Errorf("broker %.60q: only ws:// and wss:// URLs have a path", s)
+	}
+	return nil
+}
+
+// checkListen checks a host:port to listen on, and warns when it is
+// reachable from other machines.
+func (d *decoder) checkListen(path, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("bad address %.60q: want host:port, e.g. 127.0.0.1:8080", addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("bad port %.20q in %.60q: want a number 0..65535", port, addr)
+	}
+	loopback := host == "localhost"
+	if ip, err := netip.ParseAddr(host); err == nil {
+		loopback = ip.IsLoopback()
+	} else if host != "" && !validHostname(host) {
+		return fmt.Errorf("bad host %.60q in %.60q", host, addr)
+	}
+	if !loopback {
+		d.warnf(path, "%s is reachable from other machines (the default is 127.0.0.1)", addr)
+	}
+	return nil
+}
+
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (d *decoder) validateHTTP(h HTTP) {
+	if h.Listen != "" && d.ok("http.listen") {
+		if err := d.checkListen("http.listen", h.Listen); err != nil {
+			d.errorf("http.listen", "%v", err)
+		}
+	}
+	d.validateSecret("http.reset_token", h.ResetToken, "http.reset_token_file", h.ResetTokenFile)
+}
+
+// validateSecret checks an inline secret against its file alternative.
+func (d *decoder) validateSecret(inlinePath string, inline Secret, filePath, file string) {
+	switch {
+	case inline != "" && file != "":
+		d.errorf(inlinePath, "set either %s or %s, not both", lastKey(inlinePath), lastKey(filePath))
+		d.bad[filePath] = true // not read: which one was meant is unclear
+	case inline != "":
+		d.warnf(inlinePath, "an inline secret is readable by whoever can read this file; prefer %s (mode 0600)", lastKey(filePath))
+	}
+}
+
+func lastKey(path string) string { return path[strings.LastIndexByte(path, '.')+1:] }
+
+// readSecrets reads the secret files named, replacing the inline values
+// (which validateSecret made sure are empty).
+func (d *decoder) readSecrets(c *Config) {
+	for _, s := range []struct {
+		path string
+		file string
+		into *Secret
+	}{
+		{"mqtt.password_file", c.MQTT.PasswordFile, &c.MQTT.Password},
+		{"http.reset_token_file", c.HTTP.ResetTokenFile, &c.HTTP.ResetToken},
+	} {
+		if s.file == "" || !d.ok(s.path) {
+			continue
+		}
+		v, err := readSecret(s.file)
+		if err != nil {
+			d.errorf(s.path, "%v", err)
+			continue
+		}
+		*s.into = v
+	}
+}
+
+func (d *decoder) validateSupply(p string, s Supply) {
+	d.validateDriver(p, s.Driver)
+	for _, k := range []string{"min_volts", "max_volts"} {
+		if !d.set(p+"."+k) && d.ok(p+"."+k) {
+			d.errorf(p+"."+k, "required")
+		}
+	}
+	ok := d.set(p+".min_volts") && d.set(p+".max_volts") && d.ok(p+".min_volts", p+".max_volts", p+".hysteresis_volts")
+	switch {
+	case !ok:
+	case s.MinVolts >= s.MaxVolts:
+		d.errorf(p+".min_volts", "%g V is not below max_volts %g V", s.MinVolts, s.MaxVolts)
+	case s.HysteresisVolts < 0:
+		d.errorf(p+".hysteresis_volts", "must not be negative")
+	case !(s.MinVolts+s.HysteresisVolts < s.MaxVolts-s.HysteresisVolts):
+		// A tripped rail clears only inside the band narrowed by the
+		// hysteresis at both ends; an empty band would latch it forever.
+		d.errorf(p+".hysteresis_volts", "%g V leaves no band to clear in: [%g+%g, %g-%g] V is empty",
+			s.HysteresisVolts, s.MinVolts, s.HysteresisVolts, s.MaxVolts, s.HysteresisVolts)
+	}
+	if d.ok(p+".debounce") && (s.Debounce < 0 || s.Debounce > maxSupplyTime) {
+		d.errorf(p+".debounce", "%v is outside 0..%v", s.Debounce, maxSupplyTime)
+	}
+	if d.ok(p+".stale_after") && (s.StaleAfter <= 0 || s.StaleAfter > maxSupplyTime) {
+		d.errorf(p+".stale_after", "%v is outside (0, %v]: a rail that stops reporting must go stale", s.StaleAfter, maxSupplyTime)
+	}
+}
+
+// validateDriver checks that a driver is named and known. (Each driver's
+// own section — sim: — is only meaningful with that driver; while sim is
+// the only driver, an unknown driver is already the error to report.)
+func (d *decoder) validateDriver(p, driver string) {
+	if !d.ok(p + ".driver") {
+		return
+	}
+	switch {
+	case !d.set(p + ".driver"):
+		d.errorf(p+".driver", "required (known drivers: %s)", strings.Join(knownDrivers, ", "))
+		return
+	case driver != driverSim:
+		d.errorf(p+".driver", "unknown driver %.40q (known drivers: %s)", driver, strings.Join(knownDrivers, ", "))
+	}
+}
+
+func (d *decoder) validateActuator(c *Config, name string) {
+	p := "actuators." + name
+	a := c.Actuators[name]
+	if _, clash := c.Supplies[name]; clash {
+		// Both live in the simulated world and under the status topics by
+		// name, so one name must mean one thing.
+		d.errorf(p, "%q is also the name of a supply; names must be unique across actuators and supplies", name)
+	}
+	kindOK := d.ok(p + ".kind")
+	if !d.set(p+".kind") && kindOK {
+		d.errorf(p+".kind", "required (servo, pwm, digital, setpoint or pulse)")
+		kindOK = false
+	}
+	d.validateDriver(p, a.Driver)
+	if kindOK && d.set(p+".sim.slew") && d.ok(p+".sim.slew") {
+		if a.Kind != actuators.Servo {
+			d.errorf(p+".sim.slew", "slew applies to servos only, not %s", a.Kind)
+		} else if a.Sim.Slew < 0 {
+			d.errorf(p+".sim.slew", "must not be negative (0: no slew limit)")
+		}
+	}
+
+	// Bounds.
+	boundsOK := kindOK && d.ok(p+".min", p+".max")
+	for _, k := range []string{"min", "max"} {
+		if kindOK && !unitRange(a.Kind) && !d.set(p+"."+k) && d.ok(p+"."+k) {
+			d.errorf(p+"."+k, "required for a %s", a.Kind)
+			boundsOK = false
+		}
+	}
+	if boundsOK {
+		switch {
+		case a.Min > a.Max:
+			d.errorf(p+".min", "%g is above max %g", a.Min, a.Max)
+			boundsOK = false
+		case unitRange(a.Kind) && (a.Min < 0 || a.Max > 1):
+			at := p + ".max"
+			if a.Min < 0 {
+				at = p + ".min"
+			}
+			d.errorf(at, "a %s's values lie in [0, 1]; [%g, %g] does not", a.Kind, a.Min, a.Max)
+			boundsOK = false
+		}
+	}
+	for _, k := range []struct {
+		key string
+		v   float64
+	}{{"max_step", a.MaxStep}, {"max_rate", a.MaxRate}} {
+		if k.v < 0 && d.ok(p+"."+k.key) {
+			d.errorf(p+"."+k.key, "must not be negative (0: no limit)")
+		}
+	}
+
+	// Start-up value and safe policy: both must be values the gate would
+	// allow. They are never clamped: a config that says the arm starts
+	// outside its limits is wrong, and guessing where it is would be worse.
+	inRange := func(v float64) string {
+		if v < a.Min || v > a.Max {
+			return fmt.Sprintf("%g is outside [min, max] = [%g, %g]", v, a.Min, a.Max)
+		}
+		if a.Kind == actuators.Digital && v != 0 && v != 1 {
+			return fmt.Sprintf("%g is neither 0 (off) nor 1 (on)", v)
+		}
+		return ""
+	}
+	if boundsOK && d.ok(p+".initial") {
+		if msg := inRange(a.Initial); msg != "" {
+			if !d.set(p + ".initial") {
+				msg = "the default initial value " + msg + "; set initial"
+			}
+			d.errorf(p+".initial", "%s", msg)
+		}
+	}
+	if a.Safe.Mode == actuators.SafeValue && d.ok(p+".safe") && kindOK {
+		switch {
+		case a.Kind == actuators.Pulse:
+			d.errorf(p+".safe.value", "a pulse has no position to go to: use hold or detach")
+		case boundsOK:
+			if msg := inRange(a.Safe.Value); msg != "" {
+				d.errorf(p+".safe.value", "%s", msg)
+			}
+		}
+	}
+
+	// Supply.
+	if a.Supply != "" && d.ok(p+".supply") {
+		if _, ok := c.Supplies[a.Supply]; !ok {
+			known := "none are configured under supplies"
+			if len(c.Supplies) > 0 {
+				known = "known: " + strings.Join(c.SupplyNames(), ", ")
+			}
+			d.errorf(p+".supply", "unknown supply %.40q (%s)", a.Supply, known)
+		}
+	}
+	d.validateSupplyBounds(c, p, a)
+
+	if d.ok(p+".timeout") && (a.Timeout <= 0 || a.Timeout > maxTimeout) {
+		d.errorf(p+".timeout", "%v is outside (0, %v]", a.Timeout, maxTimeout)
+	}
+}
+
+// validateSupplyBounds checks an actuator's own voltage bounds on its supply.
+func (d *decoder) validateSupplyBounds(c *Config, p string, a Actuator) {
+	minP, maxP := p+".supply_min_volts", p+".supply_max_volts"
+	if !d.ok(minP, maxP) {
+		return
+	}
+	if a.SupplyMinVolts < 0 || a.SupplyMaxVolts < 0 {
+		d.errorf(pick(d, minP, maxP), "must not be negative (0: the supply's own bound)")
+		return
+	}
+	if a.SupplyMinVolts == 0 && a.SupplyMaxVolts == 0 {
+		return
+	}
+	if a.Supply == "" {
+		// The gate only checks the supply an actuator names; bounds without
+		// one would be silently ignored.
+		d.errorf(pick(d, minP, maxP), "voltage bounds need a supply: set supply")
+		return
+	}
+	if a.SupplyMaxVolts != 0 && a.SupplyMinVolts > a.SupplyMaxVolts {
+		d.errorf(minP, "%g V is above supply_max_volts %g V", a.SupplyMinVolts, a.SupplyMaxVolts)
+		return
+	}
+	s, ok := c.Supplies[a.Supply]
+	if !ok || !d.ok("supplies."+a.Supply+".min_volts", "supplies."+a.Supply+".max_volts") {
+		return
+	}
+	// Bounds the supply itself can never reach would refuse every command.
+	if a.SupplyMinVolts > s.MaxVolts {
+		d.errorf(minP, "%g V is above %s's max_volts %g V: the actuator could never move", a.SupplyMinVolts, a.Supply, s.MaxVolts)
+	}
+	if a.SupplyMaxVolts != 0 && a.SupplyMaxVolts < s.MinVolts {
+		d.errorf(maxP, "%g V is below %s's min_volts %g V: the actuator could never move", a.SupplyMaxVolts, a.Supply, s.MinVolts)
+	}
+}
+
+// checkName checks a device, actuator or supply name: it is an MQTT topic
+// level (no '/', '+', '#', NUL), a log field and a world-file slot name, and
+// something people type on a command line (no spaces or control characters).
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("a name must not be empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("name %.20q... is longer than %d bytes", name, maxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("name %q is not valid UTF-8", name)
+	case strings.ContainsAny(name, "/+#"):
+		return fmt.Errorf("name %q holds '/', '+' or '#', which MQTT topics reserve", name)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("name %q holds a space or control character", name)
+		}
+	}
+	return nil
+}
+
+// checkPrefix checks the topic prefix: one or more topic levels.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return fmt.Errorf("must not be empty (default saga/v1)")
+	}
+	if len(prefix) > 256 {
+		return fmt.Errorf("is longer than 256 bytes")
+	}
+	if strings.HasPrefix(prefix, "$") {
+		// Topics starting with $ are the broker's own ($SYS) and are not
+		// matched by wildcard subscriptions.
+		return fmt.Errorf("%q: a topic must not start with '$'", prefix)
+	}
+	for _, level := range strings.Split(prefix, "/") {
+		if level == "" {
+			return fmt.Errorf("%q has an empty topic level (a leading, trailing or double '/')", prefix)
+		}
+		if err := checkName(level); err != nil {
+			return fmt.Errorf("%q: %v", prefix, err)
+		}
+	}
+	return nil
+}

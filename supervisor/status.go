@@ -1,0 +1,131 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
+)
+
+// Status is what /api/v1/status and the MQTT status op report. Ready is
+// fail-closed: it is true only when Reasons is empty.
+type Status struct {
+	Ready     bool             `json:"ready"`
+	Reasons   []string         `json:"reasons"` // why not ready; empty when ready
+	Halted    bool             `json:"halted"`
+	HaltWhy   string           `json:"halt_reason,omitempty"`
+	Journal   JournalStatus    `json:"journal"`
+	Supplies  []SupplyJSON     `json:"supplies"`
+	Actuators []ActuatorStatus `json:"actuators"`
+	Leases    []LeaseJSON      `json:"leases"`
+	OpenSagas []uint64         `json:"open_sagas"`
+}
+
+// JournalStatus describes the journal.
+type JournalStatus struct {
+	Dir      string `json:"dir"`
+	LastSeq  uint64 `json:"last_seq"`
+	Durable  uint64 `json:"durable_seq"`
+	Error    string `json:"error,omitempty"`
+	TailCut  string `json:"tail_cut,omitempty"` // a torn tail cut at the last start
+	Replayed uint64 `json:"replayed_at_start"`
+}
+
+// SupplyJSON is a supply's state for status.
+type SupplyJSON struct {
+	Name      string  `json:"name"`
+	Volts     float64 `json:"volts"`
+	Known     bool    `json:"known"`
+	Stale     bool    `json:"stale"`
+	Tripped   bool    `json:"tripped"`
+	Code      string  `json:"code,omitempty"`
+	Action    string  `json:"action"`
+	ReadError string  `json:"read_error,omitempty"`
+}
+
+// ActuatorStatus is an actuator's state for status.
+type ActuatorStatus struct {
+	Name      string   `json:"name"`
+	Kind      string   `json:"kind"`
+	Commanded float64  `json:"commanded"`
+	ReadBack  *float64 `json:"read_back,omitempty"`
+	Error     string   `json:"error,omitempty"` // read-back failure, lost link
+}
+
+// LeaseJSON is a live lease for status (ids are not secrets: commands also
+// need the agent name and epoch).
+type LeaseJSON struct {
+	Agent     string  `json:"agent"`
+	Lease     string  `json:"lease"`
+	Epoch     uint64  `json:"epoch"`
+	TTLMS     int64   `json:"ttl_ms"`
+	ExpiresIn float64 `json:"expires_in_s"`
+}
+
+// Status gathers the supervisor's state and its readiness.
+func (s *Supervisor) Status() Status {
+	now := s.now()
+	st := Status{OpenSagas: s.engine.OpenSagas()}
+	if st.OpenSagas == nil {
+		st.OpenSagas = []uint64{}
+	}
+	var reasons []string
+	st.Halted, st.HaltWhy = s.engine.Halted()
+	if st.Halted {
+		reasons = append(reasons, "halted: "+st.HaltWhy)
+	}
+	st.Journal = JournalStatus{Dir: s.journal.Dir(), LastSeq: s.journal.LastSeq(), Durable: s.journal.DurableSeq(), Replayed: s.replayed, TailCut: s.tailCut}
+	if err := s.engine.Err(); err != nil {
+		st.Journal.Error = err.Error()
+		reasons = append(reasons, "journal failed: "+err.Error())
+	}
+	for _, sup := range s.supplies.States(now) {
+		j := SupplyJSON{Name: sup.Name, Volts: sup.Volts, Known: sup.Known, Stale: sup.Stale, Tripped: sup.Tripped,
+			Code: string(sup.Code), Action: sup.Action.String(), ReadError: sup.ReadError}
+		st.Supplies = append(st.Supplies, j)
+		if sup.Code != limits.OK && (sup.Action >= limits.Refuse || !sup.Known || sup.Stale) {
+			reasons = append(reasons, fmt.Sprintf("supply %s: %s", sup.Name, sup.Code))
+		}
+	}
+	for _, name := range s.reg.Names() {
+		a := s.reg.Get(name)
+		as := ActuatorStatus{Name: name, Kind: string(a.Kind)}
+		as.Commanded, _ = s.engine.Commanded(name)
+		if rb, ok := a.Driver.(actuators.ReadBacker); ok {
+			ctx, cancel := context.WithTimeout(context.Background(), a.DriverTimeout())
+			v, err := rb.ReadBack(ctx)
+			cancel()
+			if err != nil {
+				as.Error = err.Error()
+				if errors.Is(err, actuators.ErrLinkLost) {
+					reasons = append(reasons, fmt.Sprintf("actuator %s: link lost", name))
+				} else {
+					reasons = append(reasons, fmt.Sprintf("actuator %s: cannot be read: %v", name, err))
+				}
+			} else {
+				as.ReadBack = &v
+			}
+		}
+		st.Actuators = append(st.Actuators, as)
+	}
+	for _, l := range s.leases.Snapshot() {
+		st.Leases = append(st.Leases, leaseJSON(l, now))
+	}
+	if st.Leases == nil {
+		st.Leases = []LeaseJSON{}
+	}
+	st.Reasons = reasons
+	if st.Reasons == nil {
+		st.Reasons = []string{}
+	}
+	st.Ready = len(reasons) == 0
+	return st
+}
+
+func leaseJSON(l lease.Lease, now time.Time) LeaseJSON {
+	return LeaseJSON{Agent: l.Agent, Lease: l.ID, Epoch: l.Epoch, TTLMS: l.TTL.Milliseconds(), ExpiresIn: l.Expires.Sub(now).Seconds()}
+}

@@ -1,0 +1,310 @@
+package supervisor
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// Options are the parts a Supervisor is composed of. FromConfig builds them
+// from a configuration file; tests build them by hand.
+type Options struct {
+	Actuators *actuators.Registry
+	Supplies  *Supplies
+	// JournalDir, WAL and Engine configure recovery and the engine; the
+	// engine's Journal, Actuators and Supplies are filled in by New.
+	JournalDir string
+	WAL        wal.Options
+	Engine     rollback.Config
+	// Leases configures the lease manager; FirstEpoch and OnEnd are set by
+	// New.
+	Leases lease.Options
+	// ResetToken authorises reset. Empty: reset is refused (UNAUTHORIZED),
+	// never open to anyone.
+	ResetToken string
+	// Topics is where events and retained state are published.
+	Topics mqtt.Topics
+	// PollEvery is how often supplies, readiness and actuator states are
+	// refreshed. Default 100ms.
+	PollEvery time.Duration
+	Logger    *slog.Logger
+}
+
+// Publisher sends MQTT messages; the MQTT transport implements it.
+type Publisher interface {
+	Publish(topic string, retained bool, payload []byte)
+	SetStatus(mqtt.Status)
+}
+
+// Supervisor is the daemon's core: the engine behind a journal taken over
+// by recovery, leases, supplies, readiness and halt.
+type Supervisor struct {
+	opt      Options
+	log      *slog.Logger
+	rec      *recovery.Result
+	engine   *rollback.Engine
+	journal  *wal.Log
+	reg      *actuators.Registry
+	supplies *Supplies
+	leases   *lease.Manager
+	replayed uint64
+	tailCut  string
+
+	mu        sync.Mutex
+	pub       Publisher
+	ready     bool
+	reasons   []string
+	published map[string]float64 // retained state last published per actuator
+
+	stop     chan struct{}
+	stopped  chan struct{}
+	closeErr error
+	once     sync.Once
+}
+
+// New takes over the journal (recovering every saga a previous process
+// left open before anything else may move), then starts leases and the
+// poller. Recovery reports are returned by Recovered.
+func New(opt Options) (*Supervisor, error) {
+	if opt.Actuators == nil || opt.Supplies == nil {
+		return nil, errors.New("supervisor: actuators and supplies are required")
+	}
+	if opt.PollEvery <= 0 {
+		opt.PollEvery = 100 * time.Millisecond
+	}
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	ec := opt.Engine
+	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
+	res, err := recovery.Open(recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec})
+	if err != nil {
+		return nil, err
+	}
+	s.rec, s.engine, s.journal, s.replayed = res, res.Engine, res.Log, res.Replayed
+	if t := res.Opened.TailCut; t != nil {
+		s.tailCut = fmt.Sprintf("%d bytes at %s offset %d (%s), kept in %s", t.Bytes, t.Segment, t.Offset, t.Reason, t.BrokenFile)
+		lg.Warn("journal: torn tail cut", "detail", s.tailCut)
+	}
+	lo := opt.Leases
+	lo.FirstEpoch = s.engine.MaxEpoch()
+	lo.OnEnd = s.leaseEnded
+	if s.leases, err = lease.New(lo); err != nil {
+		res.Close()
+		return nil, err
+	}
+	s.refresh()
+	go s.poll()
+	return s, nil
+}
+
+// Recovered is what recovery found and finished at start.
+func (s *Supervisor) Recovered() *recovery.Result { return s.rec }
+
+// Engine is the saga engine (for the CLI and tests).
+func (s *Supervisor) Engine() *rollback.Engine { return s.engine }
+
+// SetPublisher attaches the MQTT transport once it is up.
+func (s *Supervisor) SetPublisher(p Publisher) {
+	s.mu.Lock()
+	s.pub = p
+	s.published = map[string]float64{} // republish every retained state
+	s.mu.Unlock()
+	s.refresh()
+}
+
+func (s *Supervisor) now() time.Time {
+	if s.opt.Leases.Now != nil {
+		return s.opt.Leases.Now()
+	}
+	return time.Now()
+}
+
+// leaseEnded unwinds the agent's open sagas, newest first, when its lease
+// ends: expiry, bye, its MQTT will, a superseding hello, shutdown.
+func (s *Supervisor) leaseEnded(l lease.Lease, reason string) {
+	s.log.Info("lease ended", "agent", l.Agent, "epoch", l.Epoch, "reason", reason)
+	for _, rep := range s.engine.AbortAgent(l.Agent, "lease "+reason) {
+		s.publishReport(rep)
+	}
+	s.publishStates()
+}
+
+func (s *Supervisor) publishReport(rep *rollback.Report) {
+	if !rep.Clean() {
+		s.log.Error("unwind partial", "saga", rep.Saga, "report", rep.String())
+	}
+	s.publishEvent(mqtt.Event{Kind: mqtt.EventRollback, Report: mqtt.ReportFromRollback(rep)})
+}
+
+func (s *Supervisor) publishEvent(ev mqtt.Event) {
+	s.mu.Lock()
+	pub := s.pub
+	s.mu.Unlock()
+	if pub != nil {
+		pub.Publish(s.opt.Topics.Events(), false, mqtt.EncodeEvent(ev))
+	}
+}
+
+// stateJSON is the retained payload of state/<actuator>.
+type stateJSON struct {
+	Actuator  string  `json:"actuator"`
+	Commanded float64 `json:"commanded"`
+}
+
+// publishStates publishes the retained state of every actuator whose
+// commanded value changed since it was last published.
+func (s *Supervisor) publishStates() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pub == nil {
+		return
+	}
+	for _, name := range s.reg.Names() {
+		v, _ := s.engine.Commanded(name)
+		if old, ok := s.published[name]; ok && (old == v || (math.IsNaN(old) && math.IsNaN(v))) {
+			continue
+		}
+		s.published[name] = v
+		b, _ := json.Marshal(stateJSON{Actuator: name, Commanded: v})
+		s.pub.Publish(s.opt.Topics.State(name), true, b)
+	}
+}
+
+// poll refreshes supplies (acting on trips), readiness and retained state.
+func (s *Supervisor) poll() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.opt.PollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.refresh()
+		}
+	}
+}
+
+func (s *Supervisor) refresh() {
+	for _, ev := range s.supplies.Poll(s.now()) {
+		s.supplyEvent(ev)
+	}
+	st := s.Status()
+	s.mu.Lock()
+	s.ready, s.reasons = st.Ready, st.Reasons
+	pub := s.pub
+	s.mu.Unlock()
+	if pub != nil {
+		pub.SetStatus(mqtt.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
+	}
+	s.publishStates()
+}
+
+// supplyEvent applies a supply's trip action (DESIGN §8: warn < refuse <
+// unwind < halt). Refusal needs no action here: the gate refuses every
+// command on an actuator whose supply is tripped.
+func (s *Supervisor) supplyEvent(ev SupplyEvent) {
+	if !ev.Tripped {
+		s.log.Info("supply cleared", "supply", ev.Name, "volts", ev.State.Volts)
+		return
+	}
+	why := fmt.Sprintf("supply %s tripped: %s at %.2f V", ev.Name, ev.State.Code, ev.State.Volts)
+	s.log.Error(why, "action", ev.Action.String())
+	switch ev.Action {
+	case limits.Unwind:
+		for _, rep := range s.engine.AbortAll(why) {
+			s.publishReport(rep)
+		}
+	case limits.Halt:
+		reps, err := s.engine.Halt(why)
+		for _, rep := range reps {
+			s.publishReport(rep)
+		}
+		if err != nil {
+			s.log.Error("halt: safe policies failed", "err", err)
+		}
+	}
+}
+
+// readiness returns the cached readiness, refreshed every PollEvery and
+// after every halt or reset.
+func (s *Supervisor) readiness() (bool, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready, s.reasons
+}
+
+// Halt latches halt from any source (MQTT, HTTP, CLI, e-stop).
+func (s *Supervisor) Halt(source, reason string) {
+	why := source
+	if reason != "" {
+		why += ": " + reason
+	}
+	reps, err := s.engine.Halt(why)
+	for _, rep := range reps {
+		s.publishReport(rep)
+	}
+	if err != nil {
+		s.log.Error("halt: safe policies failed", "err", err)
+	}
+	s.refresh()
+}
+
+// ErrUnauthorized is returned by Reset with a wrong or missing token.
+var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator token")
+
+// Reset clears the halt: an operator action, allowed only with the token
+// and only when every other ready condition holds.
+func (s *Supervisor) Reset(token, by string) error {
+	if s.opt.ResetToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.opt.ResetToken)) != 1 {
+		return ErrUnauthorized
+	}
+	st := s.Status()
+	var other []string
+	for _, r := range st.Reasons {
+		if !st.Halted || r != "halted: "+st.HaltWhy {
+			other = append(other, r)
+		}
+	}
+	if len(other) > 0 {
+		return &mqtt.Error{Code: mqtt.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
+	}
+	err := s.engine.Reset(by)
+	s.refresh()
+	return err
+}
+
+// Close is the orderly stop (SIGTERM): every lease ends (unwinding its
+// sagas), any saga left is unwound, actuators go to their safe policies
+// (without latching halt for the next start), and the journal is closed.
+func (s *Supervisor) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.stopped
+		s.leases.Close()
+		for _, rep := range s.engine.AbortAll("supervisor stopping") {
+			s.publishReport(rep)
+		}
+		_, perr := s.engine.Park("supervisor stopping")
+		s.publishStates()
+		s.closeErr = errors.Join(perr, s.rec.Close())
+	})
+	return s.closeErr
+}
