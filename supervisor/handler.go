@@ -17,6 +17,7 @@ func (s *Supervisor) Handle(req mqtt.Request, received time.Time) mqtt.Reply {
 	if !rep.OK && !journaled {
 		s.RecordRefusal(req, rep.Code, rep.Message)
 	}
+	s.metrics.command(string(req.Op), rep.OK, rep.Code)
 	s.publishStates()
 	return rep
 }
@@ -31,6 +32,7 @@ func (s *Supervisor) RecordRefusal(req mqtt.Request, code, msg string) {
 
 // Refused journals a request the decoder refused (mqtt.Handler).
 func (s *Supervisor) Refused(req mqtt.Request, err *mqtt.Error) {
+	s.metrics.command(opInvalid, false, err.Code)
 	s.engine.RecordRefusal(0, rollback.Owner{Agent: req.Agent}, rollback.Command{ID: req.ID}, rollback.Code(err.Code), err.Message)
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/limits"
@@ -41,6 +43,9 @@ type Options struct {
 	// refreshed. Default 100ms.
 	PollEvery time.Duration
 	Logger    *slog.Logger
+	// Registry receives the supervisor's metrics (with the Go and process
+	// collectors). nil: a registry of its own; see Supervisor.Registry.
+	Registry *prometheus.Registry
 }
 
 // Publisher sends MQTT messages; the MQTT transport implements it.
@@ -62,6 +67,7 @@ type Supervisor struct {
 	leases   *lease.Manager
 	replayed uint64
 	tailCut  string
+	metrics  *metrics
 
 	mu        sync.Mutex
 	pub       Publisher
@@ -91,15 +97,26 @@ func New(opt Options) (*Supervisor, error) {
 	}
 	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
+	m, err := newMetrics(opt.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
 	res, err := recovery.Open(recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec})
 	if err != nil {
+		m.unregister()
 		return nil, err
+	}
+	for _, rep := range res.Reports {
+		m.unwound(rep)
 	}
 	s.rec, s.engine, s.journal, s.replayed = res, res.Engine, res.Log, res.Replayed
 	if t := res.Opened.TailCut; t != nil {
 		s.tailCut = fmt.Sprintf("%d bytes at %s offset %d (%s), kept in %s", t.Bytes, t.Segment, t.Offset, t.Reason, t.BrokenFile)
+		m.tailCut.Set(float64(t.Bytes))
 		lg.Warn("journal: torn tail cut", "detail", s.tailCut)
 	}
 	lo := opt.Leases
@@ -107,9 +124,11 @@ func New(opt Options) (*Supervisor, error) {
 	lo.OnEnd = s.leaseEnded
 	if s.leases, err = lease.New(lo); err != nil {
 		res.Close()
+		m.unregister()
 		return nil, err
 	}
 	s.refresh()
+	m.state.attach(s)
 	go s.poll()
 	return s, nil
 }
@@ -140,6 +159,7 @@ func (s *Supervisor) now() time.Time {
 // ends: expiry, bye, its MQTT will, a superseding hello, shutdown.
 func (s *Supervisor) leaseEnded(l lease.Lease, reason string) {
 	s.log.Info("lease ended", "agent", l.Agent, "epoch", l.Epoch, "reason", reason)
+	s.metrics.leaseEnded(reason)
 	for _, rep := range s.engine.AbortAgent(l.Agent, "lease "+reason) {
 		s.publishReport(rep)
 	}
@@ -147,6 +167,7 @@ func (s *Supervisor) leaseEnded(l lease.Lease, reason string) {
 }
 
 func (s *Supervisor) publishReport(rep *rollback.Report) {
+	s.metrics.unwound(rep)
 	if !rep.Clean() {
 		s.log.Error("unwind partial", "saga", rep.Saga, "report", rep.String())
 	}

@@ -80,6 +80,8 @@ type Log struct {
 	flushTimer *time.Timer
 	flushDelay time.Duration
 	flushArmed bool
+
+	onBatch BatchObserver // Options.OnBatch
 }
 
 // Open opens (creating if needed) the journal in dir. It verifies every
@@ -159,6 +161,7 @@ func Open(dir string, opt Options) (*Log, error) {
 	l.durableSeq.Store(l.durable)
 	l.workCond.L, l.spaceCond.L = &l.mu, &l.mu
 	l.flushDelay = opt.FlushDelay
+	l.onBatch = opt.OnBatch
 	l.flushTimer = time.AfterFunc(time.Hour, l.flushLazy)
 	l.flushTimer.Stop()
 	l.prep = newPreparer(fsys, dir, l.segSize)

@@ -28,6 +28,22 @@ type Options struct {
 	// DefaultFlushDelay. Such records are lost by a crash within the delay;
 	// by design only records whose durability nobody needs are enqueued.
 	FlushDelay time.Duration
+	// OnBatch, if set, is told of each batch once it is durable: the
+	// journal's latency and group-commit factor, for metrics. An interface
+	// rather than a func so that Options stay comparable.
+	OnBatch BatchObserver
+}
+
+// BatchObserver is told of every durable batch (Options.OnBatch).
+type BatchObserver interface {
+	// ObserveBatch is called after a batch's write and fdatasync (and a
+	// rollover's segment install) succeeded, with the number of records
+	// and frame bytes it carried and how long that took. Calls never
+	// overlap (writes are serialised) and are made before the batch's
+	// waiters are released, without the Log's lock: it must be quick and
+	// must not block. It may call the Log's read-only methods. A failed
+	// batch is not reported (the Log is then failed; see Err).
+	ObserveBatch(records, bytes int, took time.Duration)
 }
 
 // DefaultFlushDelay is the default Options.FlushDelay: long enough that a

@@ -280,6 +280,11 @@ func (l *Log) writeLocked() {
 	t0 := time.Now()
 	err := l.writeBatch(b)
 	took := time.Since(t0)
+	if err == nil && l.onBatch != nil {
+		// Batches complete one at a time, so durableSeq is still the
+		// previous batch's last seq here.
+		l.onBatch.ObserveBatch(int(b.last-l.durableSeq.Load()), len(b.buf), took)
+	}
 	l.mu.Lock()
 	l.lastWrite = took
 	l.inflight = nil

@@ -1,0 +1,416 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+)
+
+// HTTP limits.
+const (
+	// MaxHTTPBody bounds a request body (halt's reason, reset's operator).
+	MaxHTTPBody = 4 << 10
+	// maxReasonBytes and maxOperatorBytes match the MQTT API's text limits.
+	maxReasonBytes   = 256
+	maxOperatorBytes = 64
+)
+
+// NewHTTPServer returns a server for HTTPHandler with timeouts that keep a
+// slow or idle client from holding a connection (and a goroutine) forever.
+// The write timeout leaves room for a status that reads back every actuator.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+// HTTPHandler serves the daemon's HTTP interface:
+//
+//	GET  /               a status page (plain HTML, refreshes every second)
+//	GET  /healthz        200 "ok" while the process serves (liveness)
+//	GET  /readyz         200 "ready", or 503 with the reasons, one per line
+//	GET  /metrics        Prometheus metrics (Registry)
+//	GET  /api/v1/status  the Status, as JSON
+//	POST /api/v1/halt    latch the halt; anyone may: body {"reason": "..."}, optional
+//	POST /api/v1/reset   clear it: Authorization: Bearer <operator token>;
+//	                     body {"operator": "..."}, optional
+//
+// Errors are JSON {"ok":false,"code":"...","message":"..."} with the stable
+// codes of the MQTT API. Any method but the route's is 405, a body over
+// MaxHTTPBody is 413.
+func (s *Supervisor) HTTPHandler() http.Handler {
+	h := &httpAPI{s: s, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
+	mux := http.NewServeMux()
+	// Each route is registered with its method and without: the second,
+	// less specific pattern catches every other method, so a 405 is JSON
+	// like every other error (the mux's own 405 is plain text).
+	route := func(method, path string, fn http.Handler) {
+		mux.Handle(method+" "+path, fn)
+		mux.HandleFunc(path, methodNotAllowed(method))
+	}
+	route(http.MethodGet, "/{$}", http.HandlerFunc(h.dashboard))
+	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
+	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
+	route(http.MethodGet, "/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError, // a failing collector must not hide the rest
+		// A Pi has little to spare: scrapes queue rather than pile up.
+		MaxRequestsInFlight: 2,
+		Timeout:             10 * time.Second,
+		EnableOpenMetrics:   true,
+	}))
+	route(http.MethodGet, "/api/v1/status", http.HandlerFunc(h.status))
+	route(http.MethodPost, "/api/v1/halt", http.HandlerFunc(h.halt))
+	route(http.MethodPost, "/api/v1/reset", http.HandlerFunc(h.reset))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, mqtt.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Status changes from one request to the next: nothing is cached.
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type httpAPI struct {
+	s    *Supervisor
+	page *template.Template
+}
+
+func (h *httpAPI) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+// readyz answers from the cached readiness (refreshed every PollEvery and
+// after each halt and reset), so a probe never waits on a driver.
+func (h *httpAPI) readyz(w http.ResponseWriter, _ *http.Request) {
+	ready, reasons := h.s.readiness()
+	if ready {
+		writeText(w, http.StatusOK, "ready\n")
+		return
+	}
+	if len(reasons) == 0 {
+		reasons = []string{"not ready"} // fail closed even if no reason was given
+	}
+	writeText(w, http.StatusServiceUnavailable, strings.Join(reasons, "\n")+"\n")
+}
+
+func (h *httpAPI) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.s.Status())
+}
+
+// haltJSON answers halt and reset: the halt latch and readiness after it.
+type haltJSON struct {
+	OK         bool     `json:"ok"`
+	Halted     bool     `json:"halted"`
+	HaltReason string   `json:"halt_reason,omitempty"`
+	Ready      bool     `json:"ready"`
+	Reasons    []string `json:"reasons"`
+	// Warning says what in the request was ignored (halt still halts).
+	Warning string `json:"warning,omitempty"`
+}
+
+func (h *httpAPI) latch(warning string) haltJSON {
+	halted, why := h.s.engine.Halted()
+	ready, reasons := h.s.readiness()
+	if reasons == nil {
+		reasons = []string{}
+	}
+	return haltJSON{OK: true, Halted: halted, HaltReason: why, Ready: ready, Reasons: reasons, Warning: warning}
+}
+
+// halt latches the halt. Anyone may halt, and a request is never refused
+// for its body: a reason that is too long, malformed or not JSON is
+// dropped (the reply says so in warning) and the halt happens anyway. The
+// body is read first, bounded by MaxHTTPBody and the server's read
+// timeout, so that the reason reaches the journal's HALT record.
+func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	warning := ""
+	if _, err := readBody(w, r, &body); err != nil {
+		warning = "reason ignored: " + err.Message
+		body.Reason = ""
+	} else if why := checkText(body.Reason, maxReasonBytes); why != "" {
+		warning = "reason ignored: it " + why
+		body.Reason = ""
+	}
+	h.s.Halt("http "+clientHost(r), body.Reason)
+	h.s.metrics.command(string(mqtt.OpHalt), true, "")
+	writeJSON(w, http.StatusOK, h.latch(warning))
+}
+
+// reset clears the halt with the operator token, which comes only in the
+// Authorization header: a URL ends up in logs, proxies and browser history.
+func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Operator string `json:"operator"`
+	}
+	if r.URL.RawQuery != "" {
+		h.refuseReset(w, http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest,
+			Message: "reset takes no query parameters: send the token as Authorization: Bearer <token>"})
+		return
+	}
+	if status, err := readBody(w, r, &body); err != nil {
+		h.refuseReset(w, status, err)
+		return
+	}
+	if why := checkText(body.Operator, maxOperatorBytes); why != "" {
+		h.refuseReset(w, http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
+		return
+	}
+	by := "http " + clientHost(r)
+	if body.Operator != "" {
+		by += " operator " + body.Operator
+	}
+	err := h.s.Reset(bearerToken(r), by)
+	switch {
+	case err == nil:
+		h.s.metrics.command(string(mqtt.OpReset), true, "")
+		writeJSON(w, http.StatusOK, h.latch(""))
+	case errors.Is(err, ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="saga-supervisor"`)
+		h.refuseReset(w, http.StatusUnauthorized, &mqtt.Error{Code: mqtt.CodeUnauthorized, Message: err.Error()})
+	default:
+		status := http.StatusConflict // not ready, or a failed journal: the state forbids it
+		if rep := mqtt.ErrorReply("", err); rep.Code == mqtt.CodeInternal {
+			status = http.StatusInternalServerError
+		}
+		h.refuseReset(w, status, err)
+	}
+}
+
+// refuseReset journals and counts a refused reset, as Handle does for one
+// over MQTT, and answers it; a 409 lists the readiness reasons.
+func (h *httpAPI) refuseReset(w http.ResponseWriter, status int, err error) {
+	rep := mqtt.ErrorReply("", err)
+	h.s.engine.RecordRefusal(0, rollback.Owner{Agent: "http"}, rollback.Command{}, rollback.Code(rep.Code), "reset: "+rep.Message)
+	h.s.metrics.command(string(mqtt.OpReset), false, rep.Code)
+	var reasons []string
+	if status == http.StatusConflict {
+		_, reasons = h.s.readiness()
+	}
+	writeError(w, status, rep.Code, rep.Message, reasons)
+}
+
+// readBody decodes an optional JSON object of at most MaxHTTPBody bytes
+// into v, strictly: no unknown fields, nothing after the object. An empty
+// body leaves v as it is. It returns the HTTP status of a refusal.
+func readBody(w http.ResponseWriter, r *http.Request, v any) (int, *mqtt.Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHTTPBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, &mqtt.Error{Code: mqtt.CodePayloadTooLarge,
+				Message: fmt.Sprintf("the body is over %d bytes", MaxHTTPBody)}
+		}
+		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "reading the body: " + err.Error()}
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if b[0] != '{' {
+		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body is not a JSON object"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body is not valid: " + err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body has data after the JSON object"}
+	}
+	return 0, nil
+}
+
+// checkText says what is wrong with a text field, or "": the MQTT API's
+// rule (unicode.IsPrint, so a reason cannot forge a line in a log).
+func checkText(s string, max int) string {
+	if len(s) > max {
+		return fmt.Sprintf("is %d bytes, over the limit of %d", len(s), max)
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return fmt.Sprintf("holds the unprintable character %U", c)
+		}
+	}
+	return ""
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header (the scheme is case-insensitive), or "".
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// clientHost is the peer's address without its port, for the journal.
+func clientHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+func methodNotAllowed(allowed string) http.HandlerFunc {
+	allow := allowed
+	if allowed == http.MethodGet {
+		allow += ", " + http.MethodHead
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, mqtt.CodeBadRequest,
+			fmt.Sprintf("%s %s: method not allowed, use %s", r.Method, r.URL.Path, allowed), nil)
+	}
+}
+
+// errorJSON is an error reply: the MQTT API's refusal fields, and the
+// readiness reasons when the refusal is about them.
+type errorJSON struct {
+	OK      bool     `json:"ok"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, reasons []string) {
+	writeJSON(w, status, errorJSON{Code: code, Message: msg, Reasons: reasons})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"ok":false,"code":"INTERNAL","message":"internal error: encoding the reply failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeText(w http.ResponseWriter, status int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, s)
+}
+
+// dashboard renders the status page: plain HTML, no script, no external
+// asset, escaped by html/template, refreshed by the browser every second.
+func (h *httpAPI) dashboard(w http.ResponseWriter, _ *http.Request) {
+	view := struct {
+		Status
+		At string
+	}{h.s.Status(), time.Now().Format("15:04:05")}
+	var buf bytes.Buffer
+	if err := h.page.Execute(&buf, view); err != nil {
+		writeError(w, http.StatusInternalServerError, mqtt.CodeInternal, "internal error: rendering the page: "+err.Error(), nil)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+}
+
+// fmtNum formats a float or *float64 for the page ("–" for none).
+func fmtNum(v any) string {
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case *float64:
+		if x == nil {
+			return "–"
+		}
+		f = *x
+	default:
+		return fmt.Sprint(v)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", f)
+}
+
+const statusPage = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="1">
+<title>saga-supervisor</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.05em; margin-top: 1.4em; }
+.state { display: inline-block; padding: .3em .8em; border-radius: .3em; font-weight: bold; color: #fff; }
+.ok { background: #2a7d2a; } .bad { background: #b3261e; } .warn { background: #b36b00; }
+table { border-collapse: collapse; } td, th { padding: .2em .8em; border-bottom: 1px solid #ddd; text-align: left; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.muted { color: #777; }
+</style>
+</head>
+<body>
+<h1>saga-supervisor</h1>
+<p>
+{{if .Halted}}<span class="state bad">HALTED</span>{{else if .Ready}}<span class="state ok">READY</span>{{else}}<span class="state warn">NOT READY</span>{{end}}
+<span class="muted">as of {{.At}}</span>
+</p>
+{{if .Halted}}<p>Halt: {{.HaltWhy}}</p>{{end}}
+{{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
+
+<h2>Supplies</h2>
+{{if .Supplies}}<table>
+<tr><th>supply</th><th>volts</th><th>state</th><th>on trip</th></tr>
+{{range .Supplies}}<tr><td>{{.Name}}</td><td class="n">{{if .Known}}{{num .Volts}}{{else}}–{{end}}</td>
+<td>{{if .Tripped}}tripped{{else if .Stale}}stale{{else if not .Known}}unknown{{else}}ok{{end}}{{with .Code}} ({{.}}){{end}}{{with .ReadError}} — {{.}}{{end}}</td><td>{{.Action}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
+
+<h2>Actuators</h2>
+<table>
+<tr><th>actuator</th><th>kind</th><th>commanded</th><th>read back</th></tr>
+{{range .Actuators}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td class="n">{{num .Commanded}}</td><td class="n">{{num .ReadBack}}{{with .Error}} — {{.}}{{end}}</td></tr>
+{{end}}</table>
+
+<h2>Leases</h2>
+{{if .Leases}}<table>
+<tr><th>agent</th><th>epoch</th><th>TTL</th><th>expires in</th></tr>
+{{range .Leases}}<tr><td>{{.Agent}}</td><td class="n">{{.Epoch}}</td><td class="n">{{.TTLMS}} ms</td><td class="n">{{num .ExpiresIn}} s</td></tr>
+{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
+
+<h2>Open sagas</h2>
+{{if .OpenSagas}}<p>{{range $i, $id := .OpenSagas}}{{if $i}}, {{end}}{{$id}}{{end}}</p>{{else}}<p class="muted">none</p>{{end}}
+
+<h2>Journal</h2>
+<p>{{.Journal.Dir}}: last record {{.Journal.LastSeq}}, durable {{.Journal.Durable}}, {{.Journal.Replayed}} replayed at start.
+{{with .Journal.TailCut}}<br>Torn tail cut at start: {{.}}{{end}}
+{{with .Journal.Error}}<br><strong>Failed: {{.}}</strong>{{end}}</p>
+<p class="muted"><a href="/api/v1/status">status JSON</a> · <a href="/metrics">metrics</a> · <a href="/readyz">readyz</a></p>
+</body>
+</html>
+`

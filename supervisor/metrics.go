@@ -1,0 +1,314 @@
+package supervisor
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// Command results, the result label of saga_commands_total.
+const (
+	resultOK      = "ok"      // the command did what it asked
+	resultRefused = "refused" // refused with a code; nothing moved
+	resultFailed  = "failed"  // the effect failed or is in doubt (the saga was unwound), or a bug
+)
+
+// opInvalid labels requests the MQTT decoder refused: their op is not known
+// to be one of ours, and label values must stay a small fixed set.
+const opInvalid = "invalid"
+
+// labelOther stands for a label value outside the documented set, so that
+// cardinality stays bounded whatever a caller passes.
+const labelOther = "other"
+
+var (
+	knownOps = []string{
+		string(mqtt.OpHello), string(mqtt.OpHeartbeat), string(mqtt.OpBegin), string(mqtt.OpStep),
+		string(mqtt.OpCommit), string(mqtt.OpAbort), string(mqtt.OpBye), string(mqtt.OpHalt),
+		string(mqtt.OpReset), string(mqtt.OpStatus), opInvalid,
+	}
+	leaseReasons = []string{lease.ReasonExpired, lease.ReasonBye, lease.ReasonWill, lease.ReasonSuperseded, lease.ReasonShutdown, labelOther}
+	buckets      = []rollback.Bucket{rollback.Compensated, rollback.FallbackSafe, rollback.CompensationFailed, rollback.Orphaned, rollback.Unresolved}
+)
+
+// failureCode reports whether a code means the command was attempted and
+// failed, rather than refused before anything moved.
+func failureCode(code string) bool {
+	switch code {
+	case string(rollback.CodeStepFailed), string(rollback.CodeStepInDoubt), mqtt.CodeInternal:
+		return true
+	}
+	return false
+}
+
+// metrics are a Supervisor's Prometheus metrics, all on its own registry.
+// Counters are updated where things happen (hooks in Handle, publishReport,
+// leaseEnded and the journal's OnBatch); gauges mirroring state are read
+// from Status when scraped (stateCollector), so they are never stale.
+type metrics struct {
+	reg          *prometheus.Registry
+	commands     *prometheus.CounterVec
+	refusals     *prometheus.CounterVec
+	fsync        prometheus.Histogram
+	batchRecords prometheus.Histogram
+	journalBytes prometheus.Counter
+	unwinds      *prometheus.CounterVec
+	unwindSteps  *prometheus.CounterVec
+	leaseEnds    *prometheus.CounterVec
+	tailCut      prometheus.Gauge
+	state        *stateCollector
+	own          []prometheus.Collector // what newMetrics registered, for unregister
+}
+
+// newMetrics creates the supervisor's metrics and registers them, with the
+// Go runtime and process collectors, on reg (a fresh registry when nil). A
+// registry that already holds the Go or process collector is fine; one that
+// already holds saga_ metrics (another Supervisor's) is an error.
+func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &metrics{
+		reg: reg,
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "saga_commands_total",
+			Help: "Commands handled (MQTT requests, HTTP halt and reset), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
+		}, []string{"op", "result"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "saga_refusals_total",
+			Help: "Refused commands by stable refusal code (the codes of docs/API.md).",
+		}, []string{"code"}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "saga_journal_fsync_seconds",
+			Help:    "Latency of each journal batch: one write and fdatasync (plus a segment install at rollover).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 15), // 50 µs .. 0.8 s
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "saga_journal_batch_records",
+			Help:    "Records per journal batch (the group-commit factor).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
+		}),
+		journalBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "saga_journal_written_bytes_total",
+			Help: "Journal frame bytes written and fdatasynced.",
+		}),
+		unwinds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "saga_unwinds_total",
+			Help: "Sagas unwound or ended by a halt, by verdict: clean (every step compensated) or partial.",
+		}, []string{"verdict"}),
+		unwindSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "saga_unwind_steps_total",
+			Help: "Steps of unwound sagas, by bucket: compensated, fallback_safe, compensation_failed, orphaned, unresolved.",
+		}, []string{"bucket"}),
+		leaseEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "saga_lease_ends_total",
+			Help: "Agent leases ended, by reason: expired, bye, will, superseded, shutdown (other: any other).",
+		}, []string{"reason"}),
+		tailCut: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "saga_journal_tail_cut_bytes",
+			Help: "Bytes of torn journal tail cut (and kept in a .broken file) when this process opened the journal; 0 when none.",
+		}),
+		state: newStateCollector(),
+	}
+	// Series that exist from the start read 0 rather than missing, so
+	// rates and alerts work before the first event.
+	for _, op := range knownOps {
+		for _, r := range []string{resultOK, resultRefused, resultFailed} {
+			m.commands.WithLabelValues(op, r)
+		}
+	}
+	for _, c := range mqtt.Codes {
+		if !failureCode(c.Code) {
+			m.refusals.WithLabelValues(c.Code)
+		}
+	}
+	m.unwinds.WithLabelValues("clean")
+	m.unwinds.WithLabelValues("partial")
+	for _, b := range buckets {
+		m.unwindSteps.WithLabelValues(string(b))
+	}
+	for _, r := range leaseReasons {
+		m.leaseEnds.WithLabelValues(r)
+	}
+
+	for _, c := range []prometheus.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
+		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.state} {
+		if err := reg.Register(c); err != nil {
+			m.unregister()
+			return nil, err
+		}
+		m.own = append(m.own, c)
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		var are prometheus.AlreadyRegisteredError
+		if err := reg.Register(c); err != nil && !errors.As(err, &are) {
+			m.unregister()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// unregister removes the saga_ collectors (a New that failed half way
+// leaves a caller's registry as it found it, but for the Go and process
+// collectors, which any later user wants anyway).
+func (m *metrics) unregister() {
+	for _, c := range m.own {
+		m.reg.Unregister(c)
+	}
+	m.own = nil
+}
+
+// journalObserver measures the journal's batches (wal.Options.OnBatch),
+// then tells next, an observer the caller had set, if any.
+type journalObserver struct {
+	m    *metrics
+	next wal.BatchObserver
+}
+
+func (o *journalObserver) ObserveBatch(records, bytes int, took time.Duration) {
+	o.m.fsync.Observe(took.Seconds())
+	o.m.batchRecords.Observe(float64(records))
+	o.m.journalBytes.Add(float64(bytes))
+	if o.next != nil {
+		o.next.ObserveBatch(records, bytes, took)
+	}
+}
+
+// command counts one handled command. op is an MQTT op (or opInvalid);
+// code is the refusal or failure code when !ok.
+func (m *metrics) command(op string, ok bool, code string) {
+	if !validOp(op) {
+		op = opInvalid
+	}
+	switch {
+	case ok:
+		m.commands.WithLabelValues(op, resultOK).Inc()
+	case failureCode(code):
+		m.commands.WithLabelValues(op, resultFailed).Inc()
+	default:
+		m.commands.WithLabelValues(op, resultRefused).Inc()
+		if _, listed := mqtt.Lookup(code); !listed {
+			code = labelOther
+		}
+		m.refusals.WithLabelValues(code).Inc()
+	}
+}
+
+func validOp(op string) bool {
+	for _, k := range knownOps {
+		if op == k {
+			return true
+		}
+	}
+	return false
+}
+
+// unwound counts a saga's report: its verdict and every step's bucket.
+func (m *metrics) unwound(rep *rollback.Report) {
+	m.unwinds.WithLabelValues(rep.Verdict()).Inc()
+	for _, st := range rep.Steps {
+		b := labelOther
+		for _, k := range buckets {
+			if st.Bucket == k {
+				b = string(k)
+			}
+		}
+		m.unwindSteps.WithLabelValues(b).Inc()
+	}
+}
+
+// leaseEnded counts a lease's end by reason.
+func (m *metrics) leaseEnded(reason string) {
+	for _, r := range leaseReasons {
+		if reason == r {
+			m.leaseEnds.WithLabelValues(r).Inc()
+			return
+		}
+	}
+	m.leaseEnds.WithLabelValues(labelOther).Inc()
+}
+
+// stateCollector exports the gauges that mirror the supervisor's state,
+// read from Status at scrape time. Until the Supervisor is attached (New
+// has not returned: recovery is running) it exports nothing but
+// saga_ready 0: a scrape during recovery must not say ready.
+type stateCollector struct {
+	sup atomic.Pointer[Supervisor]
+
+	ready, halted, openSagas, leases   *prometheus.Desc
+	supplyVolts, supplyTripped, actCmd *prometheus.Desc
+}
+
+func newStateCollector() *stateCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &stateCollector{
+		ready:         d("saga_ready", "1 when the supervisor admits commands (fail-closed: every not-ready reason is in /readyz), else 0."),
+		halted:        d("saga_halted", "1 while the halt (e-stop) is latched, else 0."),
+		openSagas:     d("saga_open_sagas", "Sagas open now."),
+		leases:        d("saga_leases", "Agent leases live now."),
+		supplyVolts:   d("saga_supply_volts", "A supply's last voltage reading, volts (absent until the supply has given a valid reading).", "supply"),
+		supplyTripped: d("saga_supply_tripped", "1 while a supply's trip is latched, else 0.", "supply"),
+		actCmd:        d("saga_actuator_commanded", "The value last commanded to an actuator, in its own unit (degrees, duty, 0/1).", "actuator"),
+	}
+}
+
+func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.sup.Load()
+	if s == nil {
+		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, 0)
+		return
+	}
+	st := s.Status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.ready, bit(st.Ready))
+	gauge(c.halted, bit(st.Halted))
+	gauge(c.openSagas, float64(len(st.OpenSagas)))
+	gauge(c.leases, float64(len(st.Leases)))
+	for _, sp := range st.Supplies {
+		if sp.Known {
+			gauge(c.supplyVolts, sp.Volts, sp.Name)
+		}
+		gauge(c.supplyTripped, bit(sp.Tripped), sp.Name)
+	}
+	for _, a := range st.Actuators {
+		gauge(c.actCmd, a.Commanded, a.Name)
+	}
+}
+
+func bit(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Registry is the Prometheus registry the supervisor's metrics are on
+// (Options.Registry, or its own): serve it with promhttp.HandlerFor, as
+// HTTPHandler does on /metrics.
+func (s *Supervisor) Registry() *prometheus.Registry { return s.metrics.reg }
