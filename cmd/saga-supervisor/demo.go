@@ -63,6 +63,9 @@ func runDemo(args []string, w io.Writer) error {
 	if err := demoActIV(w, journal, world); err != nil {
 		return fmt.Errorf("act IV: %w", err)
 	}
+	if err := demoActV(w, dir); err != nil {
+		return fmt.Errorf("act V: %w", err)
+	}
 
 	fmt.Fprintln(w, "\n== The journal")
 	var out strings.Builder

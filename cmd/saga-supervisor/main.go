@@ -36,6 +36,9 @@ var commands []command
 
 func init() {
 	commands = []command{
+		{name: "run", args: "[--config FILE]", help: "run the supervisor daemon (no flags: the embedded default — sim arm, in-process broker, HTTP on 127.0.0.1)", run: runRun},
+		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
+		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: runCtl},
 		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: runDemo},
 		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain; exit 0 intact, 1 broken (first broken record named), 2 unreadable", run: runVerify},
 		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: runGraph},
@@ -43,6 +46,7 @@ func init() {
 		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor", run: runBench},
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
 		{name: "demo-child", hidden: true, run: runDemoChild},
+		{name: "demo-controller", hidden: true, run: runDemoController},
 	}
 }
 

@@ -50,16 +50,18 @@ type inbound struct {
 // queued for one worker goroutine, which calls the Handler and publishes
 // the reply.
 type Transport struct {
-	opt    TransportOptions
-	h      Handler
-	log    *slog.Logger
-	client paho.Client
-	q      chan inbound
-	done   chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	status []byte // the retained status last published, republished on reconnect
-	closed bool   // q is closed: late messages from paho are dropped
+	opt        TransportOptions
+	h          Handler
+	log        *slog.Logger
+	client     paho.Client
+	q          chan inbound
+	done       chan struct{}
+	once       sync.Once
+	subscribed chan struct{} // closed after the first successful subscription
+	subOnce    sync.Once
+	mu         sync.Mutex
+	retained   map[string][]byte // last retained payload per topic (status, state/*), republished on every connect
+	closed     bool              // q is closed: late messages from paho are dropped
 }
 
 // StartTransport connects and starts serving requests. If the broker is not
@@ -80,7 +82,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{opt: opt, h: h, log: lg, q: make(chan inbound, opt.QueueLen), done: make(chan struct{}),
-		status: EncodeStatus(Status{State: StateOnline})}
+		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): EncodeStatus(Status{State: StateOnline})}}
 	co := paho.NewClientOptions().
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
@@ -117,6 +119,16 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		t.mu.Unlock()
 		return nil, fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
 	}
+	// Serve only once subscribed: a request sent the moment this returns
+	// must not be lost. If the broker is not up, the subscription follows
+	// the connection whenever it comes.
+	if t.client.IsConnected() {
+		select {
+		case <-t.subscribed:
+		case <-time.After(5 * time.Second):
+			lg.Warn("mqtt: connected but not yet subscribed")
+		}
+	}
 	return t, nil
 }
 
@@ -124,13 +136,23 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 func (t *Transport) onConnect(c paho.Client) {
 	t.log.Info("mqtt connected", "broker", t.opt.Broker)
 	subs := map[string]byte{t.opt.Topics.Cmd(): 1, t.opt.Topics.WillFilter(): 1}
-	if tok := c.SubscribeMultiple(subs, t.enqueue); tok.WaitTimeout(5*time.Second) && tok.Error() != nil {
+	tok := c.SubscribeMultiple(subs, t.enqueue)
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.log.Error("mqtt subscribe failed", "err", tok.Error())
+	} else {
+		t.subOnce.Do(func() { close(t.subscribed) })
 	}
+	// Republish every retained message: the broker may have restarted
+	// without them, and nothing was published while the link was down.
 	t.mu.Lock()
-	status := t.status
+	msgs := make(map[string][]byte, len(t.retained))
+	for topic, b := range t.retained {
+		msgs[topic] = b
+	}
 	t.mu.Unlock()
-	c.Publish(t.opt.Topics.Status(), 1, true, status)
+	for topic, b := range msgs {
+		c.Publish(topic, 1, true, b)
+	}
 }
 
 // enqueue is paho's message handler: it must never block, or it stalls the
@@ -168,30 +190,39 @@ func (t *Transport) work() {
 			rep = t.h.Handle(req, in.received)
 		}
 		if ValidLevel(req.Agent) == nil {
-			t.client.Publish(t.opt.Topics.Reply(req.Agent), 1, false, EncodeReply(rep))
+			t.Publish(t.opt.Topics.Reply(req.Agent), false, EncodeReply(rep))
 		} else {
 			// Nobody to address: the refusal goes to the events topic.
-			t.client.Publish(t.opt.Topics.Events(), 1, false, EncodeEvent(Event{Kind: EventReply, Reply: &rep}))
+			t.Publish(t.opt.Topics.Events(), false, EncodeEvent(Event{Kind: EventReply, Reply: &rep}))
 		}
 	}
 }
 
-// Publish sends a message without waiting for the broker.
+// Publish sends a message without waiting for the broker. Nothing is
+// queued while the connection is down: retained messages are kept and
+// republished on the next connect; others (events) are dropped. Queueing
+// QoS 1 publishes across a reconnect is also what races inside paho
+// v1.5.1's session resume (eclipse-paho/paho.mqtt.golang#703).
 func (t *Transport) Publish(topic string, retained bool, payload []byte) {
-	t.client.Publish(topic, 1, retained, payload)
+	if retained {
+		t.mu.Lock()
+		t.retained[topic] = payload
+		t.mu.Unlock()
+	}
+	if t.client.IsConnectionOpen() {
+		t.client.Publish(topic, 1, retained, payload)
+	}
 }
 
-// SetStatus publishes the retained status (and remembers it for the next
-// reconnect).
+// SetStatus publishes the retained status when it changed.
 func (t *Transport) SetStatus(s Status) {
 	s.State = StateOnline
 	b := EncodeStatus(s)
 	t.mu.Lock()
-	changed := string(b) != string(t.status)
-	t.status = b
+	changed := string(b) != string(t.retained[t.opt.Topics.Status()])
 	t.mu.Unlock()
 	if changed {
-		t.client.Publish(t.opt.Topics.Status(), 1, true, b)
+		t.Publish(t.opt.Topics.Status(), true, b)
 	}
 }
 

@@ -1,0 +1,541 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+)
+
+// DefaultBroker is the embedded broker of the supervisor's default
+// configuration.
+const DefaultBroker = "tcp://127.0.0.1:1883"
+
+// DefaultTimeout bounds a call whose context has no deadline.
+const DefaultTimeout = 5 * time.Second
+
+// Options configures a Client.
+type Options struct {
+	// Broker is the broker's URL: tcp://host:1883, ssl://host:8883,
+	// ws://host/mqtt, ... Default DefaultBroker.
+	Broker string
+	// Agent is who this controller is: a topic level (1..64 bytes, no '/',
+	// '+', '#'). Replies come on <prefix>/<device>/reply/<agent>. Required.
+	Agent string
+	// Prefix and Device name the supervisor's topics; Prefix defaults to
+	// mqtt.DefaultPrefix. Device is required.
+	Prefix string
+	Device string
+	// ClientID is the MQTT client id; default Agent. Two connections with
+	// one client id take the broker session from each other, as two
+	// controllers with one agent name take the lease from each other.
+	ClientID string
+	Username string
+	Password string
+	TLS      *tls.Config // nil: the URL's default (none for tcp://)
+	// TTL is the lease TTL asked for (rounded up to a millisecond); 0: the
+	// supervisor's default. What was granted is in Lease().
+	TTL time.Duration
+	// Timeout bounds connecting, and every call whose context has no
+	// deadline. Default DefaultTimeout.
+	Timeout time.Duration
+	// NoLease connects without taking a lease: for operator tools and
+	// watchers. Halt, Reset, Status and Watch work; Begin returns
+	// ErrNoLease.
+	NoLease bool
+
+	// openConn replaces paho's dialer (tests kill the connection through
+	// it, the way a crashed process drops it).
+	openConn paho.OpenConnectionFunc
+}
+
+// Lease is the lease a Client holds, as granted.
+type Lease struct {
+	ID        string
+	Epoch     uint64
+	TTL       time.Duration
+	Heartbeat time.Duration // how often the client heartbeats
+}
+
+// Client is one controller's connection to a supervisor, holding one lease
+// (unless dialled with NoLease). Its methods are safe for concurrent use.
+type Client struct {
+	opt    Options
+	topics mqtt.Topics
+	mc     paho.Client
+	idPre  string        // "<agent>-<session>-": ids are idPre + counter
+	n      atomic.Uint64 // request counter
+
+	mu      sync.Mutex
+	pending map[string]func(mqtt.Reply)
+	lease   Lease
+	leased  bool
+	ackAt   time.Time     // when the last acknowledged heartbeat (or the hello) was sent
+	lostErr error         // why the lease is unusable; set once
+	lost    chan struct{} // closed when lostErr is set
+	goneErr error         // why the connection is unusable; set once
+	gone    chan struct{} // closed when goneErr is set
+
+	hbStop chan struct{}
+	hbDone chan struct{}
+	hbOnce sync.Once
+
+	closeOnce sync.Once
+
+	watchMu    sync.Mutex // subscribing to the watched topics
+	subbed     bool       // subscribed (under watchMu)
+	wmu        sync.Mutex // the fields below
+	watchers   map[*watcher]struct{}
+	lastStatus *Update           // the last status seen, replayed to a new watcher
+	lastState  map[string]Update // the last state seen per topic, likewise
+}
+
+// Dial connects to the broker with a clean session and a last will on the
+// agent's will topic, subscribes to the agent's reply topic and, unless
+// NoLease, takes a lease and starts heartbeating. ctx bounds connecting and
+// the hello; with no deadline, Options.Timeout does. A refused hello is an
+// *Error (TOO_MANY_LEASES, SHUTTING_DOWN, BAD_REQUEST for a TTL out of
+// bounds).
+func Dial(ctx context.Context, opt Options) (*Client, error) {
+	if opt.Broker == "" {
+		opt.Broker = DefaultBroker
+	}
+	if opt.Prefix == "" {
+		opt.Prefix = mqtt.DefaultPrefix
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	if opt.ClientID == "" {
+		opt.ClientID = opt.Agent
+	}
+	if err := mqtt.ValidLevel(opt.Agent); err != nil {
+		return nil, fmt.Errorf("client: agent %q: %w", opt.Agent, err)
+	}
+	topics := mqtt.Topics{Prefix: opt.Prefix, Device: opt.Device}
+	if err := topics.Validate(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if opt.TTL < 0 {
+		return nil, fmt.Errorf("client: negative TTL %v", opt.TTL)
+	}
+	var session [4]byte
+	rand.Read(session[:])
+	c := &Client{opt: opt, topics: topics, idPre: opt.Agent + "-" + hex.EncodeToString(session[:]) + "-", pending: map[string]func(mqtt.Reply){},
+		lost: make(chan struct{}), gone: make(chan struct{}),
+		hbStop: make(chan struct{}), hbDone: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	connectTimeout := opt.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		connectTimeout = time.Until(dl)
+	}
+	co := paho.NewClientOptions().
+		AddBroker(opt.Broker).
+		SetClientID(opt.ClientID).
+		// A clean session: a controller that reconnects must take a new
+		// lease anyway, and nothing queued for the old one may act.
+		SetCleanSession(true).
+		// No reconnect: the will has ended the lease; see the package doc.
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(connectTimeout).
+		SetKeepAlive(10*time.Second).
+		SetWill(topics.Will(opt.Agent), "gone", 1, false).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { c.connectionLost(err) })
+	if opt.Username != "" {
+		co.SetUsername(opt.Username).SetPassword(opt.Password)
+	}
+	if opt.TLS != nil {
+		co.SetTLSConfig(opt.TLS)
+	}
+	if opt.openConn != nil {
+		co.SetCustomOpenConnectionFn(opt.openConn)
+	}
+	c.mc = paho.NewClient(co)
+	if err := wait(ctx, c.mc.Connect()); err != nil {
+		c.mc.Disconnect(0)
+		return nil, fmt.Errorf("client: connect %s: %w", opt.Broker, err)
+	}
+	// Subscribe to the replies before the first request.
+	if err := wait(ctx, c.mc.Subscribe(topics.Reply(opt.Agent), 1, c.onReply)); err != nil {
+		c.mc.Disconnect(0)
+		return nil, fmt.Errorf("client: subscribe %s: %w", topics.Reply(opt.Agent), err)
+	}
+	if opt.NoLease {
+		close(c.hbDone)
+		return c, nil
+	}
+	if err := c.hello(ctx); err != nil {
+		close(c.hbDone)
+		c.mc.Disconnect(0)
+		return nil, err
+	}
+	go c.heartbeat()
+	return c, nil
+}
+
+// wait waits for a paho token, or for ctx.
+func wait(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// bound gives ctx the client's timeout when it has no deadline.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.opt.Timeout)
+}
+
+func (c *Client) hello(ctx context.Context) error {
+	req := mqtt.Request{Op: mqtt.OpHello}
+	if c.opt.TTL > 0 {
+		req.TTLMS = int64((c.opt.TTL + time.Millisecond - 1) / time.Millisecond)
+	}
+	sent := time.Now()
+	r, err := c.call(ctx, req, false)
+	if err != nil {
+		return err
+	}
+	l := Lease{ID: r.Lease, Epoch: r.Epoch, TTL: time.Duration(r.TTLMS) * time.Millisecond,
+		Heartbeat: time.Duration(r.HeartbeatMS) * time.Millisecond}
+	if l.ID == "" || l.Epoch == 0 || l.TTL <= 0 {
+		return &Error{Op: string(mqtt.OpHello), ID: r.ID, Code: mqtt.CodeInternal,
+			Message: fmt.Sprintf("hello granted no usable lease (lease %q, epoch %d, ttl_ms %d)", r.Lease, r.Epoch, r.TTLMS)}
+	}
+	if l.Heartbeat <= 0 || l.Heartbeat > l.TTL/4 {
+		l.Heartbeat = l.TTL / 4
+	}
+	if l.Heartbeat <= 0 {
+		l.Heartbeat = time.Millisecond
+	}
+	c.mu.Lock()
+	c.lease, c.leased = l, true
+	c.mu.Unlock()
+	c.acked(sent)
+	return nil
+}
+
+// Lease returns the lease held, and false when the client holds none (NoLease).
+func (c *Client) Lease() (Lease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease, c.leased
+}
+
+// Agent returns the agent name.
+func (c *Client) Agent() string { return c.opt.Agent }
+
+// Topics returns the supervisor's topic layout the client uses.
+func (c *Client) Topics() mqtt.Topics { return c.topics }
+
+// Lost is closed when the lease can no longer be used: lost (see the
+// package doc), or the client closed. Err says why.
+func (c *Client) Lost() <-chan struct{} { return c.lost }
+
+// Err is nil while the lease is usable; then why it is not. It matches
+// ErrLeaseLost (or ErrClosed after Close), and wraps the *Error that ended
+// the lease, if any.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lostErr
+}
+
+// markLost records why the lease is unusable, once. bye: the supervisor
+// may still hold the lease (the client gave up on it), so tell it to end it
+// now rather than at expiry.
+func (c *Client) markLost(err error, bye bool) {
+	c.mu.Lock()
+	if c.lostErr != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.lostErr = err
+	close(c.lost)
+	l, leased := c.lease, c.leased
+	c.mu.Unlock()
+	if bye && leased {
+		// Fire and forget, off the caller's goroutine (it may be paho's).
+		go func() {
+			b, err := mqtt.EncodeRequest(mqtt.Request{ID: c.nextID(), Agent: c.opt.Agent, Op: mqtt.OpBye, Lease: l.ID, Epoch: l.Epoch})
+			if err == nil {
+				c.mc.Publish(c.topics.Cmd(), 1, false, b)
+			}
+		}()
+	}
+}
+
+// markGone records why the connection is unusable, once.
+func (c *Client) markGone(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goneErr != nil {
+		return
+	}
+	c.goneErr = err
+	close(c.gone)
+}
+
+func (c *Client) connectionLost(err error) {
+	c.markGone(fmt.Errorf("%w: %v", ErrConnectionLost, err))
+	c.mu.Lock()
+	leased := c.leased
+	c.mu.Unlock()
+	if leased {
+		// The broker publishes the will: the supervisor ends the lease.
+		c.markLost(fmt.Errorf("%w: %w: %v", ErrLeaseLost, ErrConnectionLost, err), false)
+	} else {
+		c.markLost(fmt.Errorf("%w: %v", ErrConnectionLost, err), false)
+	}
+}
+
+func (c *Client) nextID() string {
+	return c.idPre + strconv.FormatUint(c.n.Add(1), 10)
+}
+
+// onReply is paho's handler for the reply topic. It must not block.
+func (c *Client) onReply(_ paho.Client, m paho.Message) {
+	var r mqtt.Reply
+	if err := json.Unmarshal(m.Payload(), &r); err != nil || r.ID == "" {
+		return // not a reply to anything of ours
+	}
+	c.mu.Lock()
+	f := c.pending[r.ID]
+	delete(c.pending, r.ID) // the first reply for an id is the truth
+	c.mu.Unlock()
+	if f != nil {
+		f(r)
+	}
+}
+
+// publish sends req (filling in its id and agent), with f to be called with
+// its reply, and (if waitAck) waits until the broker has taken it or ctx
+// ends.
+func (c *Client) publish(ctx context.Context, req *mqtt.Request, waitAck bool, f func(mqtt.Reply)) error {
+	req.ID, req.Agent = c.nextID(), c.opt.Agent
+	b, err := mqtt.EncodeRequest(*req)
+	if err != nil {
+		return encodeError(req.Op, err)
+	}
+	c.mu.Lock()
+	if c.goneErr != nil {
+		err := c.goneErr
+		c.mu.Unlock()
+		return err
+	}
+	c.pending[req.ID] = f
+	c.mu.Unlock()
+	tok := c.mc.Publish(c.topics.Cmd(), 1, false, b)
+	if !waitAck {
+		return nil
+	}
+	if err := wait(ctx, tok); err != nil {
+		c.forget(req.ID)
+		if gerr := c.gone0(); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("client: %s %s: publish: %w", req.Op, req.ID, err)
+	}
+	return nil
+}
+
+func (c *Client) forget(id string) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+func (c *Client) gone0() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goneErr
+}
+
+// call sends a request and waits for its reply. leased: the request acts
+// under the lease, which is filled in; it is not sent once the lease is
+// lost, and a reply saying the lease ended marks the client lost.
+func (c *Client) call(ctx context.Context, req mqtt.Request, leased bool) (mqtt.Reply, error) {
+	var lost <-chan struct{}
+	if leased {
+		c.mu.Lock()
+		switch {
+		case c.lostErr != nil:
+			err := c.lostErr
+			c.mu.Unlock()
+			return mqtt.Reply{}, err
+		case !c.leased:
+			c.mu.Unlock()
+			return mqtt.Reply{}, ErrNoLease
+		}
+		req.Lease, req.Epoch = c.lease.ID, c.lease.Epoch
+		c.mu.Unlock()
+		lost = c.lost
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	ch := make(chan mqtt.Reply, 1)
+	if err := c.publish(ctx, &req, true, func(r mqtt.Reply) { ch <- r }); err != nil {
+		return mqtt.Reply{}, err
+	}
+	answer := func(r mqtt.Reply) (mqtt.Reply, error) {
+		if r.OK {
+			return r, nil
+		}
+		e := replyError(req.Op, r)
+		if leased && errors.Is(e, ErrLeaseLost) {
+			c.markLost(fmt.Errorf("%w: %w", ErrLeaseLost, e), false)
+		}
+		return r, e
+	}
+	var err error
+	select {
+	case r := <-ch:
+		return answer(r)
+	case <-lost:
+		err = c.Err()
+	case <-c.gone:
+		err = c.gone0()
+	case <-ctx.Done():
+		err = fmt.Errorf("client: %s %s: no reply: %w", req.Op, req.ID, ctx.Err())
+	}
+	c.forget(req.ID)
+	select {
+	case r := <-ch: // the reply came after all: it is the truth
+		return answer(r)
+	default:
+		return mqtt.Reply{}, err
+	}
+}
+
+// heartbeat renews the lease every Lease().Heartbeat, without waiting for
+// one heartbeat's reply before sending the next; it marks the client lost
+// when a heartbeat is refused or none has been acknowledged for a TTL.
+func (c *Client) heartbeat() {
+	defer close(c.hbDone)
+	l, _ := c.Lease()
+	t := time.NewTicker(l.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.hbStop:
+			return
+		case <-c.lost:
+			return
+		case <-t.C:
+		}
+		if since := time.Since(c.lastAck()); since > l.TTL {
+			c.markLost(fmt.Errorf("%w: no heartbeat acknowledged for %v (TTL %v)", ErrLeaseLost, since.Round(time.Millisecond), l.TTL), true)
+			return
+		}
+		sent := time.Now()
+		req := mqtt.Request{Op: mqtt.OpHeartbeat, Lease: l.ID, Epoch: l.Epoch}
+		// Not waiting for the broker's PUBACK: the reply is what counts,
+		// and the next heartbeat must not wait for this one.
+		err := c.publish(context.Background(), &req, false, func(r mqtt.Reply) {
+			if r.OK {
+				c.acked(sent)
+				return
+			}
+			c.markLost(fmt.Errorf("%w: heartbeat refused: %w", ErrLeaseLost, replyError(mqtt.OpHeartbeat, r)), false)
+		})
+		if err == nil {
+			// A reply that never comes must not stay pending for ever.
+			id := req.ID
+			time.AfterFunc(l.TTL, func() { c.forget(id) })
+		}
+	}
+}
+
+// acked records that a heartbeat (or the hello) sent at sent was
+// acknowledged: the supervisor renewed the lease no earlier than that.
+func (c *Client) acked(sent time.Time) {
+	c.mu.Lock()
+	if sent.After(c.ackAt) {
+		c.ackAt = sent
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) lastAck() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ackAt
+}
+
+// stopHeartbeat stops the heartbeats and waits until none is being sent.
+func (c *Client) stopHeartbeat() {
+	c.hbOnce.Do(func() { close(c.hbStop) })
+	<-c.hbDone
+}
+
+// Close ends the lease with a bye (its open sagas are unwound: commit or
+// abort them first), then disconnects cleanly, which suppresses the will.
+// ctx bounds waiting for the bye's reply. It returns the bye's refusal, if
+// any (LEASE_EXPIRED: the lease had ended already); the client is closed
+// either way, and later calls return ErrClosed. A second Close returns nil.
+func (c *Client) Close(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.stopHeartbeat()
+		c.mu.Lock()
+		byeNeeded := c.leased && c.lostErr == nil && c.goneErr == nil
+		c.mu.Unlock()
+		if byeNeeded {
+			_, err = c.call(ctx, mqtt.Request{Op: mqtt.OpBye}, true)
+			if errors.Is(err, ErrLeaseLost) {
+				err = c.Err() // the lease ended before the bye: say so
+			}
+		}
+		c.markLost(ErrClosed, false)
+		c.markGone(ErrClosed)
+		c.mc.Disconnect(250)
+	})
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Halt latches the supervisor's e-stop: every actuator to its safe policy,
+// every command refused with HALTED until an operator resets. It needs no
+// lease (it works on a lost or NoLease client while connected).
+func (c *Client) Halt(ctx context.Context, reason string) error {
+	_, err := c.call(ctx, mqtt.Request{Op: mqtt.OpHalt, Reason: reason}, false)
+	return err
+}
+
+// Reset clears a halt with the operator token. A wrong token is an *Error
+// matching ErrUnauthorized; a supervisor not ready again, ErrNotReady.
+func (c *Client) Reset(ctx context.Context, token string) error {
+	_, err := c.call(ctx, mqtt.Request{Op: mqtt.OpReset, Token: token}, false)
+	return err
+}
+
+// Status returns the supervisor's full status object (what its HTTP status
+// endpoint serves; it always has "ready" and "halted").
+func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {
+	r, err := c.call(ctx, mqtt.Request{Op: mqtt.OpStatus}, false)
+	if err != nil {
+		return nil, err
+	}
+	return r.Status, nil
+}

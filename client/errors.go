@@ -1,0 +1,151 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+)
+
+// Errors to test with errors.Is. A *Error matches the ones its code means
+// (see codeClass); the client's own conditions wrap them too.
+var (
+	// ErrLeaseLost: the lease has ended or can no longer be vouched for, and
+	// the sagas begun under it are (being) unwound. Dial again.
+	ErrLeaseLost = errors.New("client: lease lost")
+	// ErrClosed: Close was called.
+	ErrClosed = errors.New("client: closed")
+	// ErrConnectionLost: the connection to the broker is gone. It also
+	// matches ErrLeaseLost when the client held a lease.
+	ErrConnectionLost = errors.New("client: connection to the broker lost")
+	// ErrNoLease: the client was dialled with NoLease and cannot begin a
+	// saga.
+	ErrNoLease = errors.New("client: no lease (dialled with NoLease)")
+	// ErrSagaEnded: the saga is no longer open — committed, aborted, or
+	// unwound after a failed step (STEP_FAILED, STEP_IN_DOUBT) — or the
+	// supervisor does not know it (SAGA_UNKNOWN).
+	ErrSagaEnded = errors.New("client: saga ended")
+	// ErrHalted: the supervisor is halted (HALTED); an operator must reset.
+	ErrHalted = errors.New("client: supervisor halted")
+	// ErrNotReady: the supervisor is not ready (NOT_READY).
+	ErrNotReady = errors.New("client: supervisor not ready")
+	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
+	ErrUnauthorized = errors.New("client: unauthorized")
+)
+
+// Error is a refusal or failure sent back by the supervisor (or, for
+// BAD_REQUEST, NOT_FINITE and PAYLOAD_TOO_LARGE, found by the client before
+// sending, with an empty ID: nothing was sent). Code is one of mqtt.Codes.
+type Error struct {
+	Op      string // the request's op: "step", "hello", ...
+	ID      string // the request's id; "" when refused before sending
+	Code    string
+	Message string
+	// Report is the unwind a failed step caused (STEP_FAILED,
+	// STEP_IN_DOUBT); nil otherwise.
+	Report *mqtt.ReportJSON
+}
+
+func (e *Error) Error() string {
+	s := e.Code + ": " + e.Message
+	if e.Op != "" {
+		s = e.Op + ": " + s
+	}
+	if e.Report != nil {
+		s += fmt.Sprintf(" (saga %d unwound: %s)", e.Report.Saga, e.Report.Verdict)
+	}
+	return s
+}
+
+// Is matches the sentinel errors the code means.
+func (e *Error) Is(target error) bool {
+	c, ok := codeClass[e.Code]
+	return ok && c.sentinel != nil && c.sentinel == target
+}
+
+// class is what the client knows of one wire code.
+type class struct {
+	refusal  bool  // the request was refused and nothing moved
+	sentinel error // what errors.Is matches, or nil
+}
+
+// codeClass covers every code of mqtt.Codes (a test keeps it so). A code
+// the supervisor adds later and this table lacks is treated as not a
+// refusal: the client cannot promise that nothing moved.
+var codeClass = map[string]class{
+	"BAD_REQUEST":       {refusal: true},
+	"PAYLOAD_TOO_LARGE": {refusal: true},
+	"NOT_FINITE":        {refusal: true},
+	"NOT_READY":         {refusal: true, sentinel: ErrNotReady},
+	"HALTED":            {refusal: true, sentinel: ErrHalted},
+	"JOURNAL_FAILED":    {refusal: true},
+	"UNAUTHORIZED":      {refusal: true, sentinel: ErrUnauthorized},
+	"LEASE_UNKNOWN":     {refusal: true, sentinel: ErrLeaseLost},
+	"LEASE_EXPIRED":     {refusal: true, sentinel: ErrLeaseLost},
+	"LEASE_NOT_HOLDER":  {refusal: true, sentinel: ErrLeaseLost},
+	"TOO_MANY_LEASES":   {refusal: true},
+	"SHUTTING_DOWN":     {refusal: true},
+	"SAGA_UNKNOWN":      {refusal: true, sentinel: ErrSagaEnded},
+	"SAGA_NOT_OWNER":    {refusal: true},
+	"SAGA_BUSY":         {refusal: true},
+	"SAGA_FULL":         {refusal: true},
+	"DUPLICATE_ID":      {refusal: true},
+	"DEADLINE_PASSED":   {refusal: true},
+	"ACTUATOR_UNKNOWN":  {refusal: true},
+	"ACTUATOR_BUSY":     {refusal: true},
+	"LIMIT_MIN":         {refusal: true},
+	"LIMIT_MAX":         {refusal: true},
+	"LIMIT_STEP":        {refusal: true},
+	"LIMIT_SLEW":        {refusal: true},
+	"SUPPLY_LOW":        {refusal: true},
+	"SUPPLY_HIGH":       {refusal: true},
+	"SUPPLY_UNKNOWN":    {refusal: true},
+	"SUPPLY_STALE":      {refusal: true},
+	"SUPPLY_TRIPPED":    {refusal: true},
+	// The step was applied or may have been, and its saga was unwound.
+	"STEP_FAILED":   {sentinel: ErrSagaEnded},
+	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},
+	// A supervisor bug: whether anything moved is unknown.
+	"INTERNAL": {},
+}
+
+// IsRefusal reports whether err is a refusal from the supervisor that
+// guarantees nothing moved: a limit, a supply, a busy actuator, a bad
+// request, a lease or saga that is not valid. The saga (if the lease still
+// lives) is still open and may go on. It is false for STEP_FAILED and
+// STEP_IN_DOUBT (something moved and was unwound), INTERNAL, timeouts and
+// connection errors (the outcome is unknown), and nil.
+func IsRefusal(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return codeClass[e.Code].refusal
+}
+
+// CodeOf returns the wire code of the *Error in err's chain, or "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// replyError turns a refusal reply into an *Error.
+func replyError(op mqtt.Op, r mqtt.Reply) *Error {
+	code := r.Code
+	if code == "" {
+		code = mqtt.CodeInternal // a refusal without a code is a supervisor bug
+	}
+	return &Error{Op: string(op), ID: r.ID, Code: code, Message: r.Message, Report: r.Report}
+}
+
+// encodeError turns EncodeRequest's refusal into an *Error.
+func encodeError(op mqtt.Op, err error) error {
+	var me *mqtt.Error
+	if errors.As(err, &me) {
+		return &Error{Op: string(op), Code: me.Code, Message: "not sent: " + me.Message}
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// needTool finds a program the tests use. CI installs every one of them
+// (.ci/run), so there a missing tool fails; elsewhere the test is skipped
+// with the package to install.
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s not found: .ci/run must install %s", name, pkg)
+	}
+	t.Skipf("%s not found: apt-get install %s", name, pkg)
+	return ""
+}
+
+// The shipped default config is the embedded one, byte for byte.
+func TestShippedDefaultConfigIsTheEmbeddedOne(t *testing.T) {
+	b, err := os.ReadFile("../../configs/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, config.DefaultYAML) {
+		t.Fatal("configs/default.yaml differs from supervisor/config/default.yaml: copy it over")
+	}
+	out, code := run(t, "check-config", "../../configs/default.yaml")
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("check-config on the default: exit %d\n%s", code, out)
+	}
+}
+
+func TestCheckConfigNamesTheLine(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "arm.yaml")
+	os.WriteFile(bad, []byte("device: arm1\nactuators:\n  base:\n    kind: servo\n    driver: sim\n    min: 0\n    max: 10\n    slew: 5\n"), 0o600)
+	out, code := run(t, "check-config", bad)
+	if code != 1 || !strings.Contains(out, "arm.yaml:8:") || !strings.Contains(out, "slew") {
+		t.Fatalf("check-config on an unknown key: exit %d\n%s", code, out)
+	}
+	if _, code := run(t, "check-config", filepath.Join(t.TempDir(), "missing.yaml")); code != 2 {
+		t.Fatalf("missing file: exit %d, want 2", code)
+	}
+}
+
+// systemd accepts the unit without a single warning (systemd-analyze exits
+// 0 even on unknown keys, so any output fails the test).
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze", "systemd")
+	unit, err := os.ReadFile("../../configs/saga-supervisor.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// verify checks that ExecStart exists: point it at the test binary.
+	text := strings.ReplaceAll(string(unit), "/usr/local/bin/saga-supervisor", binary)
+	path := filepath.Join(dir, "saga-supervisor.service")
+	os.WriteFile(path, []byte(text), 0o644)
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "ProtectSystem=strict", "DevicePolicy=closed",
+		"DeviceAllow=char-gpiochip", "DeviceAllow=char-ttyUSB", "SupplementaryGroups=gpio dialout", "UMask=0077"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("unit lacks %q", want)
+		}
+	}
+}
+
+// The mosquitto config loads in the real broker (with its password file and
+// ACL paths pointed at temporary copies).
+func TestMosquittoConfigLoads(t *testing.T) {
+	mosq := needTool(t, "mosquitto", "mosquitto")
+	dir := t.TempDir()
+	conf, _ := os.ReadFile("../../configs/mosquitto.conf")
+	acl, _ := os.ReadFile("../../configs/mosquitto.acl")
+	os.WriteFile(filepath.Join(dir, "saga.acl"), acl, 0o600)
+	os.WriteFile(filepath.Join(dir, "passwd"), nil, 0o600)
+	text := strings.NewReplacer("/etc/mosquitto/passwd", filepath.Join(dir, "passwd"), "/etc/mosquitto/saga.acl", filepath.Join(dir, "saga.acl"),
+		"listener 1883 127.0.0.1", "listener 0 127.0.0.1", "persistence true", "persistence false").Replace(string(conf))
+	if os.Getuid() == 0 {
+		// As root, mosquitto drops to its own user, who cannot read the
+		// test's private temporary directory.
+		text += "user root\n"
+	}
+	path := filepath.Join(dir, "mosquitto.conf")
+	os.WriteFile(path, []byte(text), 0o600)
+	cmd := exec.Command(mosq, "-c", path)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("mosquitto exited on our config: %v\n%s", err, out.String())
+	case <-timeAfter(1500):
+	}
+	cmd.Process.Kill()
+	<-done
+	if strings.Contains(out.String(), "Error") {
+		t.Fatalf("mosquitto reported errors:\n%s", out.String())
+	}
+}
+
+func timeAfter(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }

@@ -1,0 +1,787 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+const ctlHelp = `usage: saga-supervisor ctl [flags] OP [op flags] [args]
+
+A controller from the shell, over MQTT API v1 (docs/API.md).
+
+OPs:
+  status                       the supervisor's full status (ready, halt, journal,
+                               supplies, actuators, leases, open sagas)
+  halt [--reason R]            latch the e-stop; needs no lease
+  reset --token-file F         clear a halt with the operator token, read from a file
+        | --token T            holding only the token (mode 0600 or 0400); --token
+                               shows it to every user of this machine (ps)
+  hello                        take a lease and give it back (bye): can this agent act?
+  run-saga [--deadline D] ACTUATOR=VALUE ...
+                               one saga: hello, begin, every step in order, commit,
+                               bye. The first step that is refused or fails ends it:
+                               the saga is aborted (or was unwound by the failure)
+                               and the rollback report is printed
+  watch [--for D] [--count N]  print status, events and actuator states until
+                               interrupted (or for D, or N messages)
+
+A lease lives only as long as the process that holds it keeps heartbeating, so
+begin, step, commit and abort cannot be separate invocations: the lease, and
+with it the saga, would end when the first one exits. run-saga is the way to run
+a saga from a shell; a controller that decides step by step uses the Go package
+github.com/saga-supervisor/saga-supervisor/client (or any MQTT client).
+
+Exit status: 0 ok, 1 refused or failed (the code and message are printed),
+2 usage.
+
+Flags (before or after OP):
+`
+
+// ctlFlags are the flags every op takes.
+type ctlFlags struct {
+	broker, device, prefix, agent string
+	asJSON                        bool
+	timeout, ttl                  time.Duration
+	username, passwordFile        string
+	caFile                        string
+}
+
+// defaultCtlFlags match the embedded default configuration, so that ctl with
+// no flags talks to `saga-supervisor run` with no flags.
+func defaultCtlFlags() *ctlFlags {
+	def := config.Default()
+	return &ctlFlags{
+		broker:  "tcp://" + def.MQTT.Listen,
+		device:  def.Device,
+		prefix:  def.MQTT.Prefix,
+		agent:   fmt.Sprintf("ctl-%d", os.Getpid()),
+		timeout: 5 * time.Second,
+	}
+}
+
+func (g *ctlFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.broker, "broker", g.broker, "the broker's URL (tcp://, ssl://, ws://, wss://)")
+	fs.StringVar(&g.device, "device", g.device, "the robot's device name (the topic level after the prefix)")
+	fs.StringVar(&g.prefix, "prefix", g.prefix, "the topic prefix")
+	fs.StringVar(&g.agent, "agent", g.agent, "the agent name this command acts as (also its MQTT client id)")
+	fs.BoolVar(&g.asJSON, "json", g.asJSON, "print JSON instead of text")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the broker and for each reply")
+	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga); 0: the supervisor's default")
+	fs.StringVar(&g.username, "username", g.username, "the broker username")
+	fs.StringVar(&g.passwordFile, "password-file", g.passwordFile, "a file holding only the broker password (mode 0600 or 0400)")
+	fs.StringVar(&g.caFile, "ca-file", g.caFile, "CA certificates (PEM) to verify a TLS broker with (default: the system's)")
+}
+
+func ctlUsage(w io.Writer, g *ctlFlags) {
+	fmt.Fprint(w, ctlHelp)
+	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	g.register(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// ctlParse parses args with fs, taking flags and positional arguments in
+// any order.
+func ctlParse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+func ctlFlagSet(name string) *flag.FlagSet {
+	fs := newFlags(name)
+	fs.SetOutput(io.Discard) // the error is returned and printed once
+	fs.Usage = func() {}
+	return fs
+}
+
+func ctlUsageErr(err error) error {
+	return exitWith(2, "%v (saga-supervisor ctl -h for help)", err)
+}
+
+// runCtl is `saga-supervisor ctl`.
+func runCtl(args []string, w io.Writer) error {
+	g := defaultCtlFlags()
+	fs := ctlFlagSet("ctl")
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			ctlUsage(w, defaultCtlFlags())
+			return err
+		}
+		return ctlUsageErr(err)
+	}
+	if fs.NArg() == 0 {
+		return ctlUsageErr(errors.New("no OP given: status, halt, reset, hello, run-saga or watch"))
+	}
+	op, rest := fs.Arg(0), fs.Args()[1:]
+	if op == "help" {
+		ctlUsage(w, defaultCtlFlags())
+		return nil
+	}
+
+	ofs := ctlFlagSet("ctl " + op)
+	g.register(ofs)
+	var (
+		reason, token, tokenFile string
+		deadline, forDur         time.Duration
+		count                    int
+	)
+	switch op {
+	case "halt":
+		ofs.StringVar(&reason, "reason", "", "why (journaled, and in the halt status)")
+	case "reset":
+		ofs.StringVar(&token, "token", "", "the operator token")
+		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
+	case "run-saga":
+		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
+		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
+	case "watch":
+		ofs.DurationVar(&forDur, "for", 0, "stop after this long (0: until interrupted)")
+		ofs.IntVar(&count, "count", 0, "stop after this many messages (0: no limit)")
+	case "status", "hello":
+	case "begin", "step", "commit", "abort":
+		return ctlUsageErr(fmt.Errorf("%s is not an op of its own: a lease, and the saga under it, end when this process exits; use run-saga ACTUATOR=VALUE ... (or the Go client package)", op))
+	default:
+		return ctlUsageErr(fmt.Errorf("unknown OP %q: status, halt, reset, hello, run-saga or watch", op))
+	}
+	pos, err := ctlParse(ofs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			ctlUsage(w, defaultCtlFlags())
+			return err
+		}
+		return ctlUsageErr(err)
+	}
+	if op != "run-saga" && len(pos) > 0 {
+		return ctlUsageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
+	}
+
+	opt, err := g.options()
+	if err != nil {
+		return ctlUsageErr(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := &ctlOut{w: w, json: g.asJSON}
+
+	switch op {
+	case "status":
+		return ctlStatus(ctx, opt, out)
+	case "halt":
+		return ctlHalt(ctx, opt, out, reason)
+	case "reset":
+		if (token == "") == (tokenFile == "") {
+			return ctlUsageErr(errors.New("reset: give --token or --token-file (one of them)"))
+		}
+		if tokenFile != "" {
+			if token, err = readCtlSecret(tokenFile); err != nil {
+				return ctlUsageErr(fmt.Errorf("--token-file: %w", err))
+			}
+		}
+		return ctlReset(ctx, opt, out, token)
+	case "hello":
+		return ctlHello(ctx, opt, out)
+	case "run-saga":
+		steps, err := ctlParseSteps(pos)
+		if err != nil {
+			return ctlUsageErr(err)
+		}
+		var sopts []client.StepOption
+		if deadline != 0 {
+			if deadline < time.Millisecond || deadline > mqtt.MaxDeadlineMS*time.Millisecond {
+				return ctlUsageErr(fmt.Errorf("--deadline %v is outside 1ms..1m", deadline))
+			}
+			sopts = append(sopts, client.WithDeadline(deadline))
+		}
+		return ctlRunSaga(ctx, opt, out, steps, reason, sopts)
+	default: // watch
+		if forDur < 0 || count < 0 {
+			return ctlUsageErr(errors.New("watch: --for and --count must not be negative"))
+		}
+		return ctlWatch(ctx, opt, out, forDur, count)
+	}
+}
+
+// options turns the flags into client options (reading the secret files).
+func (g *ctlFlags) options() (client.Options, error) {
+	opt := client.Options{Broker: g.broker, Agent: g.agent, Prefix: g.prefix, Device: g.device,
+		Username: g.username, Timeout: g.timeout, TTL: g.ttl}
+	if err := mqtt.ValidLevel(g.agent); err != nil {
+		return opt, fmt.Errorf("--agent %q: %w", g.agent, err)
+	}
+	if err := (mqtt.Topics{Prefix: g.prefix, Device: g.device}).Validate(); err != nil {
+		return opt, fmt.Errorf("--prefix/--device: %w", err)
+	}
+	if g.timeout <= 0 {
+		return opt, fmt.Errorf("--timeout must be positive")
+	}
+	if g.ttl < 0 {
+		return opt, fmt.Errorf("--ttl must not be negative")
+	}
+	if g.passwordFile != "" {
+		pw, err := readCtlSecret(g.passwordFile)
+		if err != nil {
+			return opt, fmt.Errorf("--password-file: %w", err)
+		}
+		opt.Password = pw
+	}
+	if g.caFile != "" {
+		pem, err := os.ReadFile(g.caFile)
+		if err != nil {
+			return opt, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return opt, fmt.Errorf("--ca-file %s: no PEM certificate in it", g.caFile)
+		}
+		opt.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return opt, nil
+}
+
+// readCtlSecret reads a password or token file: a regular file that group
+// and others cannot access, one line (the rule the daemon's config applies).
+func readCtlSecret(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%s has mode %04o: a secret must not be accessible to group or others (chmod 600 %s)", path, perm, path)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4097))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > 4096 {
+		return "", fmt.Errorf("%s is larger than 4096 bytes: not a password or token", path)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	switch {
+	case s == "":
+		return "", fmt.Errorf("%s is empty", path)
+	case strings.ContainsAny(s, "\r\n\x00"):
+		return "", fmt.Errorf("%s holds more than one line", path)
+	}
+	return s, nil
+}
+
+type ctlStep struct {
+	actuator string
+	value    float64
+}
+
+// ctlParseSteps reads ACTUATOR=VALUE pairs.
+func ctlParseSteps(args []string) ([]ctlStep, error) {
+	if len(args) == 0 {
+		return nil, errors.New("run-saga: give at least one ACTUATOR=VALUE")
+	}
+	steps := make([]ctlStep, 0, len(args))
+	for _, a := range args {
+		name, val, ok := strings.Cut(a, "=")
+		if !ok || name == "" || val == "" {
+			return nil, fmt.Errorf("run-saga: %q is not ACTUATOR=VALUE", a)
+		}
+		if err := mqtt.ValidLevel(name); err != nil {
+			return nil, fmt.Errorf("run-saga: actuator %q: %w", name, err)
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("run-saga: %q: the value must be a finite number", a)
+		}
+		steps = append(steps, ctlStep{name, v})
+	}
+	return steps, nil
+}
+
+// ctlOut prints results as text or JSON.
+type ctlOut struct {
+	w    io.Writer
+	json bool
+}
+
+func (o *ctlOut) printJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	fmt.Fprintf(o.w, "%s\n", b)
+}
+
+// fail turns an error into the exit status: 1 with the code and message of
+// a refusal or failure (also printed as JSON with --json).
+func (o *ctlOut) fail(what string, err error) error {
+	if o.json {
+		j := map[string]any{"ok": false, "op": what, "error": err.Error()}
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			j["code"], j["message"] = ce.Code, ce.Message
+			if ce.Report != nil {
+				j["report"] = ce.Report
+			}
+		}
+		o.printJSON(j)
+	}
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return exitWith(1, "%s refused: %s: %s", what, ce.Code, ce.Message)
+	}
+	return exitWith(1, "%s: %v", what, err)
+}
+
+// ctlCleanupCtx is a context for the last words (abort, bye) after ctx was
+// interrupted.
+func ctlCleanupCtx(opt client.Options) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), opt.Timeout)
+}
+
+func ctlStatus(ctx context.Context, opt client.Options, out *ctlOut) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("status", err)
+	}
+	defer c.Close(context.Background())
+	raw, err := c.Status(ctx)
+	if err != nil {
+		return out.fail("status", err)
+	}
+	if out.json {
+		fmt.Fprintf(out.w, "%s\n", raw)
+		return nil
+	}
+	var st supervisor.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return exitWith(1, "status: cannot read the supervisor's status %s: %v", raw, err)
+	}
+	ctlWriteStatus(out.w, &st)
+	return nil
+}
+
+func ctlWriteStatus(w io.Writer, st *supervisor.Status) {
+	if st.Ready {
+		fmt.Fprintln(w, "ready:      yes")
+	} else {
+		fmt.Fprintf(w, "ready:      NO — %s\n", strings.Join(st.Reasons, "; "))
+	}
+	if st.Halted {
+		fmt.Fprintf(w, "halted:     YES — %s\n", st.HaltWhy)
+	} else {
+		fmt.Fprintln(w, "halted:     no")
+	}
+	j := st.Journal
+	fmt.Fprintf(w, "journal:    %s, last seq %d, durable %d", j.Dir, j.LastSeq, j.Durable)
+	if j.Error != "" {
+		fmt.Fprintf(w, ", FAILED: %s", j.Error)
+	}
+	fmt.Fprintln(w)
+	for _, s := range st.Supplies {
+		state := "ok"
+		switch {
+		case !s.Known:
+			state = "unknown"
+		case s.Tripped:
+			state = "TRIPPED " + s.Code
+		case s.Stale:
+			state = "stale"
+		case s.Code != "":
+			state = s.Code
+		}
+		fmt.Fprintf(w, "supply:     %-10s %6.2f V  %s (on trip: %s)\n", s.Name, s.Volts, state, s.Action)
+	}
+	for _, a := range st.Actuators {
+		fmt.Fprintf(w, "actuator:   %-10s %-8s commanded %g", a.Name, a.Kind, a.Commanded)
+		if a.ReadBack != nil {
+			fmt.Fprintf(w, ", reads %g", *a.ReadBack)
+		}
+		if a.Error != "" {
+			fmt.Fprintf(w, ", ERROR: %s", a.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(st.Leases) == 0 {
+		fmt.Fprintln(w, "leases:     none")
+	}
+	for _, l := range st.Leases {
+		fmt.Fprintf(w, "lease:      %-10s epoch %d, ttl %dms, expires in %.2fs\n", l.Agent, l.Epoch, l.TTLMS, l.ExpiresIn)
+	}
+	if len(st.OpenSagas) == 0 {
+		fmt.Fprintln(w, "open sagas: none")
+	} else {
+		ids := make([]string, len(st.OpenSagas))
+		for i, id := range st.OpenSagas {
+			ids[i] = strconv.FormatUint(id, 10)
+		}
+		fmt.Fprintf(w, "open sagas: %s\n", strings.Join(ids, ", "))
+	}
+}
+
+func ctlHalt(ctx context.Context, opt client.Options, out *ctlOut, reason string) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("halt", err)
+	}
+	defer c.Close(context.Background())
+	if err := c.Halt(ctx, reason); err != nil {
+		return out.fail("halt", err)
+	}
+	if out.json {
+		out.printJSON(map[string]any{"ok": true, "op": "halt"})
+	} else {
+		fmt.Fprintln(out.w, "halted: every actuator is at its safe policy and every command is refused until an operator resets")
+	}
+	return nil
+}
+
+func ctlReset(ctx context.Context, opt client.Options, out *ctlOut, token string) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("reset", err)
+	}
+	defer c.Close(context.Background())
+	if err := c.Reset(ctx, token); err != nil {
+		return out.fail("reset", err)
+	}
+	if out.json {
+		out.printJSON(map[string]any{"ok": true, "op": "reset"})
+	} else {
+		fmt.Fprintln(out.w, "reset: the halt is cleared; controllers must hello again and begin new sagas")
+	}
+	return nil
+}
+
+func ctlHello(ctx context.Context, opt client.Options, out *ctlOut) error {
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("hello", err)
+	}
+	l, _ := c.Lease()
+	cctx, cancel := ctlCleanupCtx(opt)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		return out.fail("bye", err)
+	}
+	if out.json {
+		out.printJSON(map[string]any{"ok": true, "op": "hello", "agent": opt.Agent, "lease": l.ID, "epoch": l.Epoch,
+			"ttl_ms": l.TTL.Milliseconds(), "heartbeat_ms": l.Heartbeat.Milliseconds()})
+	} else {
+		fmt.Fprintf(out.w, "hello: agent %s got lease %s, epoch %d, ttl %v (heartbeat every %v)\n", opt.Agent, l.ID, l.Epoch, l.TTL, l.Heartbeat)
+		fmt.Fprintln(out.w, "bye: lease ended")
+	}
+	return nil
+}
+
+// ctlStepJSON is one step of run-saga's JSON output.
+type ctlStepJSON struct {
+	Actuator  string   `json:"actuator"`
+	Requested float64  `json:"requested"`
+	Step      uint32   `json:"step,omitempty"`
+	Value     *float64 `json:"value,omitempty"`
+	Prior     *float64 `json:"prior,omitempty"`
+	Clamped   bool     `json:"clamped,omitempty"`
+	Code      string   `json:"code,omitempty"`
+	Message   string   `json:"message,omitempty"`
+}
+
+// ctlSagaJSON is run-saga's JSON output.
+type ctlSagaJSON struct {
+	OK        bool             `json:"ok"`
+	Agent     string           `json:"agent"`
+	Lease     string           `json:"lease,omitempty"`
+	Epoch     uint64           `json:"epoch,omitempty"`
+	Saga      uint64           `json:"saga,omitempty"`
+	Steps     []ctlStepJSON    `json:"steps"`
+	Committed bool             `json:"committed"`
+	Aborted   bool             `json:"aborted,omitempty"`
+	Report    *mqtt.ReportJSON `json:"report,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Code      string           `json:"code,omitempty"`
+}
+
+func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ctlStep, reason string, sopts []client.StepOption) error {
+	res := ctlSagaJSON{Agent: opt.Agent, Steps: []ctlStepJSON{}}
+	text := func(format string, args ...any) {
+		if !out.json {
+			fmt.Fprintf(out.w, format, args...)
+		}
+	}
+	// finish prints the result and gives the exit status; cause is the
+	// supervisor's refusal or failure behind err, if any.
+	finish := func(err, cause error) error {
+		if out.json {
+			res.OK = err == nil
+			if err != nil {
+				res.Error, res.Code = err.Error(), client.CodeOf(cause)
+			}
+			out.printJSON(res)
+		}
+		if err == nil {
+			return nil
+		}
+		return exitWith(1, "run-saga: %v", err)
+	}
+
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return finish(err, err)
+	}
+	defer func() {
+		cctx, cancel := ctlCleanupCtx(opt)
+		defer cancel()
+		c.Close(cctx) // bye; the saga is committed or unwound by now
+	}()
+	l, _ := c.Lease()
+	res.Lease, res.Epoch = l.ID, l.Epoch
+	text("lease %s, epoch %d, ttl %v\n", l.ID, l.Epoch, l.TTL)
+	saga, err := c.Begin(ctx)
+	if err != nil {
+		return finish(err, err)
+	}
+	res.Saga = saga.ID()
+	text("saga %d begun\n", saga.ID())
+
+	for i, s := range steps {
+		r, err := saga.Step(ctx, s.actuator, s.value, sopts...)
+		js := ctlStepJSON{Actuator: s.actuator, Requested: s.value}
+		if err == nil {
+			js.Step, js.Value, js.Prior, js.Clamped = r.Step, &r.Value, &r.Prior, r.Clamped
+			res.Steps = append(res.Steps, js)
+			clamped := ""
+			if r.Clamped {
+				clamped = fmt.Sprintf(" (clamped from %g)", r.Requested)
+			}
+			text("step %d  %-10s %g -> %g%s\n", r.Step, s.actuator, r.Prior, r.Value, clamped)
+			continue
+		}
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			js.Code, js.Message = ce.Code, ce.Message
+		} else {
+			js.Message = err.Error()
+		}
+		res.Steps = append(res.Steps, js)
+		what := fmt.Sprintf("step %s=%g (%d of %d)", s.actuator, s.value, i+1, len(steps))
+		switch {
+		case ce != nil && ce.Report != nil:
+			// The step failed and the supervisor unwound the saga already.
+			text("%s FAILED: %s: %s\n", what, ce.Code, ce.Message)
+			res.Report = ce.Report
+			ctlReport(out, ce.Report)
+			return finish(fmt.Errorf("%s failed: %s; saga %d unwound, %s", what, ctlDescribe(err), saga.ID(), ce.Report.Verdict), err)
+		case errors.Is(err, client.ErrLeaseLost):
+			text("%s: LEASE LOST: %v\n", what, err)
+			text("the supervisor unwinds the saga itself; its report is on the events topic (ctl watch)\n")
+			return finish(fmt.Errorf("%s: %w", what, err), err)
+		}
+		how := "refused"
+		if ce != nil && client.IsRefusal(err) {
+			text("%s REFUSED, nothing moved: %s: %s\n", what, ce.Code, ce.Message)
+		} else {
+			how = "outcome unknown"
+			text("%s: outcome unknown: %v\n", what, err)
+		}
+		why := reason
+		if why == "" {
+			why = fmt.Sprintf("run-saga: %s: %s", what, ctlOr(client.CodeOf(err), "no reply"))
+		}
+		cctx, cancel := ctlCleanupCtx(opt)
+		rep, aerr := saga.Abort(cctx, why)
+		cancel()
+		if aerr != nil {
+			text("abort: %v\n", aerr)
+			return finish(fmt.Errorf("%s: %s; abort: %w", what, ctlDescribe(err), aerr), err)
+		}
+		res.Aborted, res.Report = true, rep
+		text("saga %d aborted\n", saga.ID())
+		ctlReport(out, rep)
+		return finish(fmt.Errorf("%s %s: %s; saga %d aborted, unwind %s", what, how, ctlDescribe(err), saga.ID(), ctlVerdict(rep)), err)
+	}
+	if err := saga.Commit(ctx); err != nil {
+		if !client.IsRefusal(err) && !errors.Is(err, client.ErrSagaEnded) && !errors.Is(err, client.ErrLeaseLost) {
+			// The commit's outcome is unknown: unwind rather than guess.
+			cctx, cancel := ctlCleanupCtx(opt)
+			rep, aerr := saga.Abort(cctx, "run-saga: commit outcome unknown")
+			cancel()
+			if aerr == nil {
+				res.Aborted, res.Report = true, rep
+				ctlReport(out, rep)
+			}
+		}
+		return finish(err, err)
+	}
+	res.Committed = true
+	text("saga %d committed\n", saga.ID())
+	return finish(nil, nil)
+}
+
+// ctlDescribe is "CODE: message" for a supervisor's refusal or failure, the
+// error's text otherwise.
+func ctlDescribe(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce.Code + ": " + ce.Message
+	}
+	return err.Error()
+}
+
+func ctlOr(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func ctlVerdict(r *mqtt.ReportJSON) string {
+	if r == nil {
+		return "unknown"
+	}
+	return r.Verdict
+}
+
+// ctlReport prints a rollback report as text (JSON output carries it
+// whole).
+func ctlReport(out *ctlOut, r *mqtt.ReportJSON) {
+	if out.json || r == nil {
+		return
+	}
+	ctlReportText(out.w, r, "")
+}
+
+func ctlReportText(w io.Writer, r *mqtt.ReportJSON, indent string) {
+	how := "unwind " + r.Verdict
+	if r.Verdict != "clean" {
+		how = "unwind PARTIAL — look at the robot"
+	}
+	rec := ""
+	if r.Recovered {
+		rec = ", finished by recovery"
+	}
+	fmt.Fprintf(w, "%ssaga %d of %s: %s (%s%s): %s\n", indent, r.Saga, r.Agent, how, r.Order, rec, r.Reason)
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "%s  step %d %-10s %s, back to %s (was commanded %s), %s, %d attempt(s)", indent,
+			s.Step, s.Actuator, s.Outcome, ctlNum(s.Prior), ctlNum(s.Target), s.Bucket, s.Attempts)
+		if s.Error != "" {
+			fmt.Fprintf(w, ": %s", s.Error)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func ctlNum(p *float64) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(*p, 'g', -1, 64)
+}
+
+func ctlWatch(ctx context.Context, opt client.Options, out *ctlOut, forDur time.Duration, count int) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("watch", err)
+	}
+	defer c.Close(context.Background())
+	if forDur > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, forDur)
+		defer cancel()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n := 0
+	err = c.Watch(ctx, func(u client.Update) {
+		if count > 0 && n >= count {
+			return
+		}
+		n++
+		ctlWriteUpdate(out, u)
+		if count > 0 && n >= count {
+			cancel()
+		}
+	})
+	if err != nil {
+		return out.fail("watch", err)
+	}
+	return nil
+}
+
+// ctlWriteUpdate prints one watched message.
+func ctlWriteUpdate(out *ctlOut, u client.Update) {
+	if out.json {
+		j := map[string]any{"topic": u.Topic, "retained": u.Retained}
+		if json.Valid(u.Payload) {
+			j["payload"] = json.RawMessage(u.Payload)
+		} else {
+			j["payload"] = string(u.Payload)
+		}
+		out.printJSON(j)
+		return
+	}
+	w := out.w
+	ts := time.Now().Format("15:04:05.000")
+	switch {
+	case u.Status != nil:
+		s := u.Status
+		line := fmt.Sprintf("%s status   %s", ts, s.State)
+		if s.State == mqtt.StateOnline {
+			if s.Ready {
+				line += ", ready"
+			} else {
+				line += ", NOT READY: " + strings.Join(s.Reasons, "; ")
+			}
+		}
+		if s.Halted {
+			line += ", HALTED: " + s.HaltReason
+		}
+		fmt.Fprintln(w, line)
+	case u.State != nil:
+		fmt.Fprintf(w, "%s state    %s = %g\n", ts, u.State.Actuator, u.State.Commanded)
+	case u.Event != nil && u.Event.Kind == mqtt.EventRollback && u.Event.Report != nil:
+		fmt.Fprintf(w, "%s rollback ", ts)
+		ctlReportText(w, u.Event.Report, "")
+	case u.Event != nil && u.Event.Kind == mqtt.EventReply && u.Event.Reply != nil:
+		r := u.Event.Reply
+		fmt.Fprintf(w, "%s refused  (no reply topic) id %q: %s: %s\n", ts, r.ID, r.Code, r.Message)
+	default:
+		fmt.Fprintf(w, "%s %s %s\n", ts, u.Topic, u.Payload)
+	}
+}

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+const ctlTestToken = "operator-token"
+
+// ctlDaemon is a supervisor on the embedded default config (the sim arm)
+// with an in-process broker and its MQTT transport, in temporary
+// directories: what `saga-supervisor run` serves, without a process.
+type ctlDaemon struct {
+	sup *supervisor.Supervisor
+	url string
+}
+
+func startCtlDaemon(t *testing.T) *ctlDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Journal.Dir = filepath.Join(dir, "journal")
+	cfg.Sim.World = filepath.Join(dir, "world")
+	cfg.HTTP.ResetToken = ctlTestToken
+	b, err := supervisor.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisor.New(b.Options)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-ctl-test", Topics: b.Options.Topics}, sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.SetPublisher(tr)
+	t.Cleanup(func() {
+		tr.Close()
+		sup.Close()
+		b.Close()
+		broker.Close()
+	})
+	d := &ctlDaemon{sup: sup, url: broker.URL()}
+	// The transport publishes its retained "online" status once it is
+	// subscribed to cmd: a request sent before that would reach nobody.
+	c, err := client.Dial(context.Background(), client.Options{Broker: d.url, Agent: "online-probe", Device: "arm1", NoLease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.Watch(ctx, func(u client.Update) {
+		if u.Status != nil && u.Status.State == mqtt.StateOnline {
+			cancel()
+		}
+	})
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatal("the supervisor never said it was online")
+	}
+	return d
+}
+
+func (d *ctlDaemon) commanded(name string) float64 {
+	v, _ := d.sup.Engine().Commanded(name)
+	return v
+}
+
+// ctlBuffer is a writer safe to read while ctl writes to it.
+type ctlBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (c *ctlBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *ctlBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}
+
+// ctl runs the ctl command in-process against d and returns what it
+// printed, its error (what main prints on stderr) and its exit status.
+func (d *ctlDaemon) ctl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out ctlBuffer
+	err := runCtl(append([]string{"--broker", d.url, "--timeout", "10s"}, args...), &out)
+	return out.String(), errText(err), exitCode(err)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// exitCode is the status main would exit with.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
+
+func TestCtlStatus(t *testing.T) {
+	d := startCtlDaemon(t)
+	out, msg, code := d.ctl(t, "status")
+	if code != 0 {
+		t.Fatalf("status exited %d: %s\n%s", code, msg, out)
+	}
+	for _, want := range []string{"ready:      yes", "halted:     no", "supply:     battery", "actuator:   elbow", "commanded 20", "leases:     none", "open sagas: none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	// Global flags go after the op too.
+	out, msg, code = d.ctl(t, "status", "--json")
+	var st supervisor.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Ready || st.Halted || len(st.Actuators) != 4 {
+		t.Fatalf("status --json exited %d (%s): %s", code, msg, out)
+	}
+}
+
+func TestCtlRunSaga(t *testing.T) {
+	d := startCtlDaemon(t)
+	out, msg, code := d.ctl(t, "run-saga", "base=30", "elbow=100", "--deadline", "1s")
+	if code != 0 {
+		t.Fatalf("run-saga exited %d: %s\n%s", code, msg, out)
+	}
+	for _, want := range []string{"saga 1 begun", "step 1  base       0 -> 30", "step 2  elbow      20 -> 100", "saga 1 committed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run-saga output lacks %q:\n%s", want, out)
+		}
+	}
+	if d.commanded("base") != 30 || d.commanded("elbow") != 100 {
+		t.Fatalf("after commit: base %v elbow %v", d.commanded("base"), d.commanded("elbow"))
+	}
+
+	// The second step is over the limit: refused, the saga aborted, the
+	// first step put back, the third never sent.
+	out, msg, code = d.ctl(t, "run-saga", "base=-45", "elbow=170", "shoulder=50")
+	if code != 1 {
+		t.Fatalf("refused run-saga exited %d: %s\n%s", code, msg, out)
+	}
+	for _, want := range []string{"step 1  base       30 -> -45", "elbow=170 (2 of 3) REFUSED, nothing moved: LIMIT_MAX", "aborted", "unwind clean",
+		"step 1 base", "back to 30", "compensated"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refused run-saga output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(msg, "LIMIT_MAX: elbow: 170 is above max 135") {
+		t.Errorf("the error does not give the code and message: %s", msg)
+	}
+	if d.commanded("base") != 30 || d.commanded("elbow") != 100 || d.commanded("shoulder") != 10 {
+		t.Fatalf("after abort: base %v elbow %v shoulder %v", d.commanded("base"), d.commanded("elbow"), d.commanded("shoulder"))
+	}
+	if open := d.sup.Engine().OpenSagas(); len(open) != 0 {
+		t.Fatalf("sagas left open: %v", open)
+	}
+
+	// The same as JSON: one object, the report whole.
+	out, _, code = d.ctl(t, "--json", "run-saga", "gripper=10", "gripper=99")
+	var res struct {
+		OK        bool             `json:"ok"`
+		Code      string           `json:"code"`
+		Committed bool             `json:"committed"`
+		Aborted   bool             `json:"aborted"`
+		Steps     []map[string]any `json:"steps"`
+		Report    *mqtt.ReportJSON `json:"report"`
+	}
+	if code != 1 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("run-saga --json exited %d: %s", code, out)
+	}
+	if res.OK || res.Code != "LIMIT_MAX" || res.Committed || !res.Aborted || len(res.Steps) != 2 || res.Report == nil ||
+		res.Report.Verdict != "clean" || len(res.Report.Steps) != 1 || res.Report.Steps[0].Actuator != "gripper" {
+		t.Fatalf("run-saga --json: %s", out)
+	}
+	if d.commanded("gripper") != 0 {
+		t.Fatalf("gripper after abort: %v", d.commanded("gripper"))
+	}
+}
+
+func TestCtlHaltReset(t *testing.T) {
+	d := startCtlDaemon(t)
+	out, msg, code := d.ctl(t, "halt", "--reason", "person in the cell")
+	if code != 0 || !strings.Contains(out, "halted") {
+		t.Fatalf("halt exited %d (%s): %s", code, msg, out)
+	}
+	out, _, _ = d.ctl(t, "status")
+	if !strings.Contains(out, "halted:     YES") || !strings.Contains(out, "person in the cell") {
+		t.Fatalf("status after halt:\n%s", out)
+	}
+	if out, msg, code = d.ctl(t, "run-saga", "base=5"); code != 1 || !strings.Contains(msg, "HALTED") {
+		t.Fatalf("run-saga while halted exited %d (%s): %s", code, msg, out)
+	}
+	if _, msg, code = d.ctl(t, "reset", "--token", "wrong"); code != 1 || !strings.Contains(msg, "UNAUTHORIZED") {
+		t.Fatalf("reset with a wrong token exited %d: %s", code, msg)
+	}
+	dir := t.TempDir()
+	loose := filepath.Join(dir, "loose")
+	os.WriteFile(loose, []byte(ctlTestToken+"\n"), 0o644)
+	if _, msg, code = d.ctl(t, "reset", "--token-file", loose); code != 2 || !strings.Contains(msg, "mode 0644") {
+		t.Fatalf("reset with a world-readable token file exited %d: %s", code, msg)
+	}
+	tight := filepath.Join(dir, "token")
+	os.WriteFile(tight, []byte(ctlTestToken+"\n"), 0o600)
+	if out, msg, code = d.ctl(t, "reset", "--token-file", tight); code != 0 {
+		t.Fatalf("reset exited %d (%s): %s", code, msg, out)
+	}
+	if out, msg, code = d.ctl(t, "--json", "status"); code != 0 || !strings.Contains(out, `"ready":true`) {
+		t.Fatalf("status after reset exited %d (%s): %s", code, msg, out)
+	}
+}
+
+func TestCtlHello(t *testing.T) {
+	d := startCtlDaemon(t)
+	out, msg, code := d.ctl(t, "--agent", "probe", "--ttl", "300ms", "hello")
+	if code != 0 || !strings.Contains(out, "agent probe got lease") || !strings.Contains(out, "ttl 300ms") || !strings.Contains(out, "bye") {
+		t.Fatalf("hello exited %d (%s): %s", code, msg, out)
+	}
+	if l := d.sup.Status().Leases; len(l) != 0 {
+		t.Fatalf("leases after hello and bye: %+v", l)
+	}
+	out, _, code = d.ctl(t, "hello", "--json", "--agent", "probe")
+	var h struct {
+		OK    bool   `json:"ok"`
+		Lease string `json:"lease"`
+		Epoch uint64 `json:"epoch"`
+		TTLMS int64  `json:"ttl_ms"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &h) != nil || !h.OK || h.Lease == "" || h.Epoch < 2 || h.TTLMS != 1000 {
+		t.Fatalf("hello --json exited %d: %s", code, out)
+	}
+	// A TTL outside the supervisor's bounds is refused.
+	if _, msg, code = d.ctl(t, "hello", "--ttl", "2m"); code != 1 || !strings.Contains(msg, "BAD_REQUEST") {
+		t.Fatalf("hello with a 2m TTL exited %d: %s", code, msg)
+	}
+}
+
+// watch prints the retained status and states, then what changes.
+func TestCtlWatch(t *testing.T) {
+	d := startCtlDaemon(t)
+	var out ctlBuffer
+	done := make(chan error, 1)
+	go func() {
+		// Status and four retained states, then the step's state.
+		done <- runCtl([]string{"--broker", d.url, "--agent", "watcher", "watch", "--count", "50", "--for", "20s"}, &out)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "\n") < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch printed no retained state:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if o, msg, code := d.ctl(t, "--agent", "mover", "run-saga", "base=33"); code != 0 {
+		t.Fatalf("run-saga exited %d (%s): %s", code, msg, o)
+	}
+	// Wait for the step's state rather than a message count: the retained
+	// status may be republished in between (readiness, a reconnect).
+	for !strings.Contains(out.String(), "state    base = 33") {
+		select {
+		case err := <-done:
+			t.Fatalf("watch ended before the step's state (%v):\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline.Add(15 * time.Second)) {
+			t.Fatalf("watch never showed the step's state:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := out.String()
+	for _, want := range []string{"status   online, ready", "state    elbow = 20", "state    shoulder = 10", "state    base = 0", "state    base = 33"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("watch output lacks %q:\n%s", want, got)
+		}
+	}
+
+	// JSON lines, and a rollback event for an aborted saga.
+	out2, _, code := d.ctl(t, "--json", "watch", "--count", "1")
+	var line struct {
+		Topic    string          `json:"topic"`
+		Retained bool            `json:"retained"`
+		Payload  json.RawMessage `json:"payload"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out2), &line) != nil || !line.Retained || !strings.HasPrefix(line.Topic, "saga/v1/arm1/") {
+		t.Fatalf("watch --json exited %d: %s", code, out2)
+	}
+}
+
+func TestCtlUsage(t *testing.T) {
+	d := startCtlDaemon(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no OP"},
+		{[]string{"launch"}, "unknown OP"},
+		{[]string{"begin"}, "run-saga"},
+		{[]string{"step", "base=1"}, "run-saga"},
+		{[]string{"run-saga"}, "ACTUATOR=VALUE"},
+		{[]string{"run-saga", "base"}, "not ACTUATOR=VALUE"},
+		{[]string{"run-saga", "base=abc"}, "finite number"},
+		{[]string{"run-saga", "base=NaN"}, "finite number"},
+		{[]string{"run-saga", "a/b=1"}, "actuator"},
+		{[]string{"run-saga", "--deadline", "2m", "base=1"}, "--deadline"},
+		{[]string{"reset"}, "--token"},
+		{[]string{"reset", "--token", "a", "--token-file", "b"}, "one of them"},
+		{[]string{"status", "extra"}, "unexpected argument"},
+		{[]string{"status", "--nope"}, "not defined"},
+		{[]string{"--agent", "a/b", "status"}, "--agent"},
+		{[]string{"--device", "", "status"}, "--prefix/--device"},
+		{[]string{"watch", "--count", "-1"}, "negative"},
+	} {
+		out, msg, code := d.ctl(t, tc.args...)
+		if code != 2 || !strings.Contains(msg, tc.want) {
+			t.Errorf("ctl %q: exit %d, %q (out %q); want 2 and %q", tc.args, code, msg, out, tc.want)
+		}
+	}
+	out, _, code := d.ctl(t, "-h")
+	if code != 0 || !strings.Contains(out, "run-saga is the way to run") || !strings.Contains(out, "-broker") {
+		t.Fatalf("ctl -h: exit %d\n%s", code, out)
+	}
+	// Nothing listening: a failure, not a usage error.
+	var buf bytes.Buffer
+	err := runCtl([]string{"--broker", "tcp://127.0.0.1:1", "--timeout", "2s", "status"}, &buf)
+	if exitCode(err) != 1 {
+		t.Fatalf("status against no broker: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+// The defaults are the embedded default configuration's.
+func TestCtlDefaults(t *testing.T) {
+	g := defaultCtlFlags()
+	if g.broker != "tcp://127.0.0.1:1883" || g.device != "arm1" || g.prefix != "saga/v1" || !strings.HasPrefix(g.agent, "ctl-") {
+		t.Fatalf("defaults %+v", g)
+	}
+}

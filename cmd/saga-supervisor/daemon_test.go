@@ -1,0 +1,358 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/internal/latency"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// These tests run the real binary against Debian's mosquitto, drive sagas
+// over MQTT, kill controllers and kill -9 the supervisor itself.
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startMosquitto runs a real broker on a free loopback port.
+func startMosquitto(t *testing.T) string {
+	t.Helper()
+	mosq := needTool(t, "mosquitto", "mosquitto")
+	port := freePort(t)
+	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n", port)), 0o600)
+	cmd := exec.Command(mosq, "-c", conf)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitUntil(t, "mosquitto to listen", 5*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "tcp://" + addr
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// daemonProc is the real binary running `run --config`.
+type daemonProc struct {
+	t       *testing.T
+	cfgPath string
+	http    string
+	cmd     *exec.Cmd
+	out     *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// writeDaemonConfig adapts the embedded default to an external broker and
+// temporary directories.
+func writeDaemonConfig(t *testing.T, dir, broker, httpAddr string) string {
+	t.Helper()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("operator-secret\n"), 0o600)
+	text := strings.NewReplacer(
+		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(dir, "journal"),
+		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),
+		"  broker: embedded", "  broker: "+broker,
+		"  listen: 127.0.0.1:1883", `  listen: ""`,
+		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
+		`  reset_token_file: ""`, "  reset_token_file: "+token,
+	).Replace(string(config.DefaultYAML))
+	path := filepath.Join(dir, "arm.yaml")
+	os.WriteFile(path, []byte(text), 0o600)
+	if out, code := run(t, "check-config", path); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	return path
+}
+
+func (d *daemonProc) start() {
+	d.t.Helper()
+	d.out = &syncBuffer{}
+	d.cmd = exec.Command(binary, "run", "--config", d.cfgPath)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *daemonProc) get(path string) (int, string) {
+	resp, err := http.Get("http://" + d.http + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (d *daemonProc) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := d.get("/readyz")
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon never ready:\n%s", d.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (d *daemonProc) status() map[string]any {
+	d.t.Helper()
+	_, body := d.get("/api/v1/status")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		d.t.Fatalf("status %q: %v", body, err)
+	}
+	return m
+}
+
+// mqttAgent is a controller (or a watcher) on the real broker.
+type mqttAgent struct {
+	t      *testing.T
+	name   string
+	c      paho.Client
+	topics mqtt.Topics
+	mu     sync.Mutex
+	wait   map[string]chan mqtt.Reply
+	states map[string]float64
+	status string
+	n      int
+	lease  string
+	epoch  uint64
+}
+
+func dialAgent(t *testing.T, broker, name string) *mqttAgent {
+	t.Helper()
+	a := &mqttAgent{t: t, name: name, topics: mqtt.Topics{Device: "arm1"}, wait: map[string]chan mqtt.Reply{}, states: map[string]float64{}}
+	a.c = paho.NewClient(paho.NewClientOptions().AddBroker(broker).SetClientID(name).SetWill(a.topics.Will(name), "gone", 1, false))
+	if tok := a.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("agent connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { a.c.Disconnect(0) })
+	a.c.Subscribe(a.topics.Reply(name), 1, func(_ paho.Client, m paho.Message) {
+		var r mqtt.Reply
+		json.Unmarshal(m.Payload(), &r)
+		a.mu.Lock()
+		ch := a.wait[r.ID]
+		a.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	}).WaitTimeout(5 * time.Second)
+	a.c.Subscribe(a.topics.State("+"), 1, func(_ paho.Client, m paho.Message) {
+		var st struct {
+			Actuator  string  `json:"actuator"`
+			Commanded float64 `json:"commanded"`
+		}
+		json.Unmarshal(m.Payload(), &st)
+		a.mu.Lock()
+		a.states[st.Actuator] = st.Commanded
+		a.mu.Unlock()
+	}).WaitTimeout(5 * time.Second)
+	a.c.Subscribe(a.topics.Status(), 1, func(_ paho.Client, m paho.Message) {
+		var st mqtt.Status
+		json.Unmarshal(m.Payload(), &st)
+		a.mu.Lock()
+		a.status = st.State
+		a.mu.Unlock()
+	}).WaitTimeout(5 * time.Second)
+	return a
+}
+
+func (a *mqttAgent) send(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	a.mu.Lock()
+	a.n++
+	id := fmt.Sprintf("%s-%d", a.name, a.n)
+	ch := make(chan mqtt.Reply, 1)
+	a.wait[id] = ch
+	a.mu.Unlock()
+	req["id"], req["agent"] = id, a.name
+	if op := req["op"]; a.lease != "" && op != "hello" && op != "status" && op != "halt" && op != "reset" {
+		if _, ok := req["lease"]; !ok {
+			req["lease"], req["epoch"] = a.lease, a.epoch
+		}
+	}
+	b, _ := json.Marshal(req)
+	a.c.Publish(a.topics.Cmd(), 1, false, b)
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		a.t.Fatalf("no reply to %s", b)
+		return mqtt.Reply{}
+	}
+}
+
+func (a *mqttAgent) must(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	r := a.send(req)
+	if !r.OK {
+		a.t.Fatalf("%v refused: %s %s", req, r.Code, r.Message)
+	}
+	return r
+}
+
+func (a *mqttAgent) hello(ttl time.Duration) {
+	r := a.must(map[string]any{"op": "hello", "ttl_ms": ttl.Milliseconds()})
+	a.lease, a.epoch = r.Lease, r.Epoch
+}
+
+func (a *mqttAgent) state(name string) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.states[name]
+}
+
+func (a *mqttAgent) supervisorState() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+func TestDaemonOverMosquitto(t *testing.T) {
+	broker := startMosquitto(t)
+	dir := t.TempDir()
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
+	d.start()
+	defer func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			d.cmd.Wait()
+		}
+	}()
+	d.waitReady()
+	watcher := dialAgent(t, broker, "watcher")
+	ctl := dialAgent(t, broker, "planner")
+	ctl.hello(60 * time.Second)
+
+	// A saga half done when the supervisor is killed with SIGKILL.
+	saga := ctl.must(map[string]any{"op": "begin"}).Saga
+	ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "base", "value": 45})
+	ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "shoulder", "value": 60})
+	waitUntil(t, "the steps on the retained state topics", 5*time.Second, func() bool {
+		return watcher.state("base") == 45 && watcher.state("shoulder") == 60
+	})
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	waitUntil(t, "the broker to publish the supervisor's will", 30*time.Second, func() bool { return watcher.supervisorState() == mqtt.StateOffline })
+
+	// Restarted, it recovers before it is ready: by the first 200 from
+	// /readyz the saga is unwound and nothing is open.
+	d.start()
+	d.waitReady()
+	st := d.status()
+	if open := st["open_sagas"].([]any); len(open) != 0 {
+		t.Fatalf("ready with open sagas: %v", st)
+	}
+	for _, a := range st["actuators"].([]any) {
+		m := a.(map[string]any)
+		want := map[string]float64{"base": 0, "shoulder": 10, "elbow": 20, "gripper": 0}[m["name"].(string)]
+		if m["commanded"].(float64) != want {
+			t.Errorf("after recovery %s commanded %v, want %v", m["name"], m["commanded"], want)
+		}
+	}
+	if !strings.Contains(d.out.String(), "recovered: clean") {
+		t.Errorf("the restarted daemon did not report its recovery:\n%s", d.out.String())
+	}
+	waitUntil(t, "retained state back at the priors", 5*time.Second, func() bool {
+		return watcher.state("base") == 0 && watcher.state("shoulder") == 10
+	})
+	// The old lease died with the old process.
+	if r := ctl.send(map[string]any{"op": "begin"}); r.Code != "LEASE_EXPIRED" {
+		t.Fatalf("begin under a lease from before the crash: %+v", r)
+	}
+
+	// Command → reply latency over loopback MQTT, beside the fsync floor.
+	ctl.hello(60 * time.Second)
+	saga = ctl.must(map[string]any{"op": "begin"}).Saga
+	var lat latency.Samples
+	for i := 0; i < 200; i++ {
+		t0 := time.Now()
+		ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "elbow", "value": float64(20 + i%5)})
+		lat = append(lat, time.Since(t0))
+	}
+	ctl.must(map[string]any{"op": "commit", "saga": saga})
+	floor, err := latency.Floor(dir, 200, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("command→reply over mosquitto (every-step): p50 %v p99 %v; fsync floor p50 %v (same run, same disk)",
+		lat.Percentile(0.5), lat.Percentile(0.99), floor.Percentile(0.5))
+
+	// A controller that dies (stops heartbeating): its saga is unwound when
+	// the lease runs out, visible on the retained state topics.
+	const ttl = 400 * time.Millisecond
+	dead := dialAgent(t, broker, "doomed")
+	granted := time.Now()
+	dead.hello(ttl)
+	saga = dead.must(map[string]any{"op": "begin"}).Saga
+	dead.must(map[string]any{"op": "step", "saga": saga, "actuator": "gripper", "value": 30})
+	waitUntil(t, "gripper at 30 on the state topic", 5*time.Second, func() bool { return watcher.state("gripper") == 30 })
+	waitUntil(t, "gripper back at its prior after the lease ran out", 5*time.Second, func() bool { return watcher.state("gripper") == 0 })
+	t.Logf("controller silent → gripper back at its prior on the state topic %v after the lease was granted (TTL %v)", time.Since(granted), ttl)
+
+	// SIGTERM: an orderly stop, exit 0, status offline.
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("SIGTERM exit: %v\n%s", err, d.out.String())
+	}
+	waitUntil(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.supervisorState() == mqtt.StateOffline })
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// runRun is the daemon: the product's main job.
+func runRun(args []string, w io.Writer) error {
+	fs := newFlags("run")
+	cfgPath := fs.String("config", "", "configuration file (default: the embedded default — sim arm, in-process broker)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return exitWith(2, "%v", err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return exitWith(2, "--log-level: %v", err)
+	}
+	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := config.Default()
+	source := "the embedded default"
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return exitWith(1, "%v", err)
+		}
+		source = *cfgPath
+	}
+	for _, warn := range cfg.Warnings() {
+		lg.Warn("config: " + warn)
+	}
+	lg.Info("starting", "version", version, "config", source, "device", cfg.Device)
+
+	built, err := supervisor.FromConfig(cfg, lg)
+	if err != nil {
+		return err
+	}
+	defer built.Close()
+	// Recovery runs inside New: every saga a previous process left open is
+	// finished before anything else can move or the daemon reports ready.
+	sup, err := supervisor.New(built.Options)
+	if err != nil {
+		return err
+	}
+	rec := sup.Recovered()
+	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.Replayed, "recovered_sagas", len(rec.Reports), "took", rec.Took)
+	for _, rep := range rec.Reports {
+		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
+	}
+
+	broker := cfg.MQTT.Broker
+	var emb *embedded.Broker
+	if cfg.MQTT.Embedded() {
+		if emb, err = embedded.Start(cfg.MQTT.Listen, uint32(cfg.MQTT.MaxPayload)+1024, lg.With("component", "broker")); err != nil {
+			sup.Close()
+			return err
+		}
+		broker = emb.URL()
+	}
+	tlsCfg, err := tlsConfig(cfg.MQTT.TLS, cfg.MQTT.UsesTLS())
+	if err != nil {
+		sup.Close()
+		return err
+	}
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{
+		Broker: broker, ClientID: cfg.MQTT.ClientID, Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
+		TLS: tlsCfg, Topics: topics, MaxPayload: int(cfg.MQTT.MaxPayload), Logger: lg.With("component", "mqtt"),
+	}, sup)
+	if err != nil {
+		sup.Close()
+		return err
+	}
+	sup.SetPublisher(tr)
+
+	var srv *http.Server
+	httpErr := make(chan error, 1)
+	if cfg.HTTP.Listen != "" {
+		srv = supervisor.NewHTTPServer(cfg.HTTP.Listen, sup.HTTPHandler())
+		go func() { httpErr <- srv.ListenAndServe() }()
+	}
+
+	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", version, source, cfg.Device)
+	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, broker, map[bool]string{true: " (in-process broker)"}[emb != nil])
+	if srv != nil {
+		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", cfg.HTTP.Listen)
+	}
+	fmt.Fprintf(w, "Send a first command (with mosquitto-clients):\n")
+	fmt.Fprintf(w, "  mosquitto_sub -h 127.0.0.1 -t '%s/#' -v &\n", cfg.Topic())
+	fmt.Fprintf(w, "  mosquitto_pub -h 127.0.0.1 -t %s -q 1 -m '{\"id\":\"1\",\"agent\":\"me\",\"op\":\"hello\",\"ttl_ms\":60000}'\n", topics.Cmd())
+	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
+
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	stopWatchdog := watchdog(lg)
+	defer stopWatchdog()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case s := <-sig:
+		lg.Info("stopping", "signal", s.String())
+	case err := <-httpErr:
+		lg.Error("http server failed", "err", err)
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	// The orderly stop: unwind open sagas and park the actuators while the
+	// transport is still up to publish the reports, then say offline.
+	closeErr := sup.Close()
+	trErr := tr.Close()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		srv.Shutdown(ctx)
+		cancel()
+	}
+	if emb != nil {
+		emb.Close()
+	}
+	if err := errors.Join(closeErr, trErr); err != nil {
+		lg.Error("stopped with errors", "err", err)
+		return err
+	}
+	lg.Info("stopped")
+	return nil
+}
+
+// watchdog pings systemd's watchdog at half its interval, if the unit has
+// WatchdogSec set.
+func watchdog(lg *slog.Logger) func() {
+	every, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || every == 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+			}
+		}
+	}()
+	lg.Info("systemd watchdog enabled", "interval", every)
+	return func() { close(stop) }
+}
+
+// tlsConfig reads the TLS files named in the config.
+func tlsConfig(c config.TLS, uses bool) (*tls.Config, error) {
+	if !uses {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mqtt.tls.ca_file %s: no certificate found", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// runCheckConfig validates a configuration file.
+func runCheckConfig(args []string, w io.Writer) error {
+	fs := newFlags("check-config")
+	if err := fs.Parse(args); err != nil {
+		return exitWith(2, "%v", err)
+	}
+	if fs.NArg() != 1 {
+		return exitWith(2, "usage: saga-supervisor check-config FILE")
+	}
+	cfg, err := config.Load(fs.Arg(0))
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return exitWith(2, "%v", err)
+		}
+		fmt.Fprintln(w, err)
+		return exitWith(1, "%s is not valid", fs.Arg(0))
+	}
+	for _, warn := range cfg.Warnings() {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+	fmt.Fprintf(w, "%s: valid — device %s, %d actuators, %d supplies, journal %s, MQTT %s\n",
+		fs.Arg(0), cfg.Device, len(cfg.Actuators), len(cfg.Supplies), cfg.Journal.Dir, cfg.MQTT.Broker)
+	return nil
+}
