@@ -201,8 +201,9 @@ func demoActIII(w io.Writer, journal, world string) error {
 	if err != nil {
 		return err
 	}
-	for _, j := range armJoints {
-		if _, err := res.Engine.Step(saga, owner, rollback.Command{ID: "home-" + j.name, Actuator: j.name, Value: j.initial}); err != nil {
+	for _, name := range a.reg.Names() {
+		home := a.reg.Get(name).Initial
+		if _, err := res.Engine.Step(saga, owner, rollback.Command{ID: "home-" + name, Actuator: name, Value: home}); err != nil {
 			return err
 		}
 	}
