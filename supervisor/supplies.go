@@ -79,7 +79,14 @@ func (s *Supplies) SupplyState(name string, now time.Time) (limits.SupplyState, 
 		return limits.SupplyState{}, false
 	}
 	p.readLocked()
-	return p.mon.State(now), true
+	st := p.mon.State(now)
+	if p.action == limits.Warn && st.Known && !st.Stale {
+		// A warn-only rail that tripped is reported (status, metrics, log)
+		// but does not refuse motion; unknown or stale still does, and an
+		// actuator's own voltage bounds still apply to the reading.
+		st.Tripped, st.Code = false, limits.OK
+	}
+	return st, true
 }
 
 // Poll reads every supply and returns the supplies that tripped or cleared

@@ -72,3 +72,25 @@ func TestSuppliesTripClearAndStale(t *testing.T) {
 		t.Error("unknown supply reported")
 	}
 }
+
+func TestWarnSupplyDoesNotRefuse(t *testing.T) {
+	t0 := time.Now()
+	src := &scriptedVolts{v: 6.0, at: t0}
+	s := NewSupplies()
+	s.Add(limits.SupplySpec{Name: "aux", MinVolts: 6.4, MaxVolts: 8.6, StaleAfter: time.Second, Action: limits.Warn}, src)
+	evs := s.Poll(t0)
+	if len(evs) != 1 || !evs[0].Tripped {
+		t.Fatalf("a warn rail below its minimum did not trip: %v", evs)
+	}
+	st, _ := s.SupplyState("aux", t0)
+	if c := limits.CheckSupply(limits.Spec{Supply: "aux"}, st); c != limits.OK {
+		t.Fatalf("a warn-only trip refused motion: %s", c)
+	}
+	if c := limits.CheckSupply(limits.Spec{Supply: "aux", SupplyMinVolts: 6.2}, st); c != limits.SupplyLow {
+		t.Fatalf("the actuator's own bound no longer applies: %s", c)
+	}
+	src.err = errors.New("gone")
+	if st, _ := s.SupplyState("aux", t0.Add(2*time.Second)); limits.CheckSupply(limits.Spec{Supply: "aux"}, st) == limits.OK {
+		t.Fatal("a stale warn rail allowed motion")
+	}
+}
