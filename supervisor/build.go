@@ -1,10 +1,16 @@
 package supervisor
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
@@ -13,15 +19,23 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 )
 
-// Built is what FromConfig made: the Supervisor's options and the
-// simulated world its sim drivers live in (closed after the Supervisor).
+// Built is what FromConfig made: the Supervisor's options, the simulated
+// world its sim drivers live in and the MQTT link of its mqtt drivers (both
+// closed after the Supervisor).
 type Built struct {
 	Options Options
 	World   *sim.World
+	devices *mqtt.DeviceLink // nil: no mqtt actuators
 }
 
 // Close releases what FromConfig opened.
-func (b *Built) Close() error { return b.World.Close() }
+func (b *Built) Close() error {
+	var err error
+	if b.devices != nil {
+		err = b.devices.Close()
+	}
+	return errors.Join(err, b.World.Close())
+}
 
 // FromConfig builds actuators and supplies with their drivers, and every
 // other option, from a configuration.
@@ -36,6 +50,10 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		return nil, err
 	}
 	b := &Built{World: world}
+	fail := func(err error) (*Built, error) {
+		b.Close()
+		return nil, err
+	}
 	var list []*actuators.Actuator
 	for _, name := range cfg.ActuatorNames() {
 		a := cfg.Actuators[name]
@@ -57,6 +75,17 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 				s := world.Pulse(name)
 				d, derr = s, s.Err()
 			}
+		case "mqtt":
+			if b.devices == nil {
+				if b.devices, derr = dialDevices(cfg, lg); derr != nil {
+					break
+				}
+			}
+			var dev *mqtt.Device
+			if dev, derr = b.devices.Device(mqtt.DeviceOptions{Name: name, SetTopic: a.MQTT.SetTopic,
+				AckTopic: a.MQTT.AckTopic, StateTopic: a.MQTT.StateTopic}); derr == nil {
+				d = dev.Driver()
+			}
 		default:
 			derr = fmt.Errorf("driver %q is not available in this build", a.Driver)
 		}
@@ -64,26 +93,22 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 			derr = fmt.Errorf("no %s driver for kind %s", a.Driver, a.Kind)
 		}
 		if derr != nil {
-			world.Close()
-			return nil, fmt.Errorf("%s: actuators.%s: %w", cfg.Where("actuators."+name), name, derr)
+			return fail(fmt.Errorf("%s: actuators.%s: %w", cfg.Where("actuators."+name), name, derr))
 		}
 		list = append(list, a.Actuator(name, d))
 	}
 	reg, err := actuators.NewRegistry(list...)
 	if err != nil {
-		world.Close()
-		return nil, err
+		return fail(err)
 	}
 	supplies := NewSupplies()
 	for _, name := range cfg.SupplyNames() {
 		sc := cfg.Supplies[name]
 		if sc.Driver != "sim" {
-			world.Close()
-			return nil, fmt.Errorf("%s: supplies.%s: driver %q is not available in this build", cfg.Where("supplies."+name), name, sc.Driver)
+			return fail(fmt.Errorf("%s: supplies.%s: driver %q is not available in this build", cfg.Where("supplies."+name), name, sc.Driver))
 		}
 		if err := supplies.Add(sc.Spec(name), world.Supply(name, sc.Sim.Volts)); err != nil {
-			world.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	b.Options = Options{
@@ -98,4 +123,68 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		Logger:     lg,
 	}
 	return b, nil
+}
+
+// dialDevices opens the one MQTT connection all mqtt actuators share, to the
+// supervisor's own broker, as client <mqtt.client_id>-devices.
+//
+// The broker is waited for briefly (3 s), so that crash recovery — which
+// runs in New, right after this — finds the devices reachable. The daemon
+// starts its embedded broker before building the actuators for the same
+// reason. A device whose link is still down fails every Set in doubt with
+// ErrLinkLost, and the supervisor is not ready (for actuators with a state
+// topic).
+func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqtt.DeviceLink, error) {
+	opt := mqtt.LinkOptions{
+		Broker: cfg.MQTT.Broker, ClientID: cfg.MQTT.ClientID + "-devices",
+		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
+		ConnectWait: 3 * time.Second,
+	}
+	if lg != nil {
+		opt.Logger = lg.With("component", "mqtt-devices")
+	}
+	if cfg.MQTT.Embedded() {
+		host, port, err := net.SplitHostPort(cfg.MQTT.Listen)
+		if err != nil || port == "0" {
+			return nil, fmt.Errorf("mqtt devices cannot find the embedded broker at %q: give mqtt.listen a fixed port", cfg.MQTT.Listen)
+		}
+		if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+			if err == nil && ip.Is6() {
+				host = "::1"
+			}
+		}
+		opt.Broker = "tcp://" + net.JoinHostPort(host, port)
+	} else if cfg.MQTT.UsesTLS() {
+		tc, err := TLSConfig(cfg.MQTT.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opt.TLS = tc
+	}
+	return mqtt.DialDeviceLink(opt)
+}
+
+// TLSConfig reads the TLS files the mqtt section names: the daemon's own
+// connection and the MQTT devices' connection use it alike.
+func TLSConfig(c config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mqtt.tls.ca_file %s: no certificate found", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }

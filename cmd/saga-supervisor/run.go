@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +49,18 @@ func runRun(args []string, w io.Writer) error {
 	}
 	lg.Info("starting", "version", version, "config", source, "device", cfg.Device)
 
+	// The embedded broker comes first: MQTT-attached actuators connect to
+	// it, and recovery (inside supervisor.New) may have to drive them back.
+	broker := cfg.MQTT.Broker
+	var emb *embedded.Broker
+	if cfg.MQTT.Embedded() {
+		var err error
+		if emb, err = embedded.Start(cfg.MQTT.Listen, uint32(cfg.MQTT.MaxPayload)+1024, lg.With("component", "broker")); err != nil {
+			return err
+		}
+		defer emb.Close()
+		broker = emb.URL()
+	}
 	built, err := supervisor.FromConfig(cfg, lg)
 	if err != nil {
 		return err
@@ -67,19 +78,12 @@ func runRun(args []string, w io.Writer) error {
 		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
 	}
 
-	broker := cfg.MQTT.Broker
-	var emb *embedded.Broker
-	if cfg.MQTT.Embedded() {
-		if emb, err = embedded.Start(cfg.MQTT.Listen, uint32(cfg.MQTT.MaxPayload)+1024, lg.With("component", "broker")); err != nil {
+	var tlsCfg *tls.Config
+	if cfg.MQTT.UsesTLS() {
+		if tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS); err != nil {
 			sup.Close()
 			return err
 		}
-		broker = emb.URL()
-	}
-	tlsCfg, err := tlsConfig(cfg.MQTT.TLS, cfg.MQTT.UsesTLS())
-	if err != nil {
-		sup.Close()
-		return err
 	}
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
 	tr, err := mqtt.StartTransport(mqtt.TransportOptions{
@@ -131,9 +135,6 @@ func runRun(args []string, w io.Writer) error {
 		srv.Shutdown(ctx)
 		cancel()
 	}
-	if emb != nil {
-		emb.Close()
-	}
 	if err := errors.Join(closeErr, trErr); err != nil {
 		lg.Error("stopped with errors", "err", err)
 		return err
@@ -164,32 +165,6 @@ func watchdog(lg *slog.Logger) func() {
 	}()
 	lg.Info("systemd watchdog enabled", "interval", every)
 	return func() { close(stop) }
-}
-
-// tlsConfig reads the TLS files named in the config.
-func tlsConfig(c config.TLS, uses bool) (*tls.Config, error) {
-	if !uses {
-		return nil, nil
-	}
-	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("mqtt.tls.ca_file %s: no certificate found", c.CAFile)
-		}
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // runCheckConfig validates a configuration file.

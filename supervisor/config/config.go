@@ -168,9 +168,11 @@ type SimSupply struct {
 // Actuator is one named output. Its name is its key under actuators.
 type Actuator struct {
 	Kind actuators.Kind `yaml:"kind"` // servo, pwm, digital, setpoint or pulse; required
-	// Driver sets the output. Only "sim" exists so far.
-	Driver string      `yaml:"driver"`
-	Sim    SimActuator `yaml:"sim"`
+	// Driver sets the output: "sim" (a simulated output) or "mqtt" (a
+	// device that takes setpoints over MQTT; see MQTTActuator).
+	Driver string       `yaml:"driver"`
+	Sim    SimActuator  `yaml:"sim"`
+	MQTT   MQTTActuator `yaml:"mqtt"` // required with driver: mqtt, refused otherwise
 	// Min and Max bound every command; required, except for pwm and digital
 	// where they default to 0 and 1 (and must lie within [0, 1]).
 	Min float64 `yaml:"min"`
@@ -201,6 +203,20 @@ type SimActuator struct {
 	// Slew is how fast a simulated servo moves, in degrees per second
 	// (default 720; 0 reaches any angle at once). Servos only.
 	Slew float64 `yaml:"slew"`
+}
+
+// MQTTActuator configures an MQTT-attached actuator (driver: mqtt): a device
+// that takes {"seq":N,"value":V} on SetTopic and acknowledges on AckTopic
+// (docs/API.md, "MQTT-attached actuators"). The device is reached through
+// the supervisor's own broker — the mqtt section: the embedded broker at its
+// listen address, or the external broker with the same login and TLS — on a
+// connection of its own, client id <mqtt.client_id>-devices, shared by all
+// MQTT actuators. Topics are exact topic names (no wildcards) outside the
+// supervisor's own <prefix>/<device>/ tree, and no two actuators share one.
+type MQTTActuator struct {
+	SetTopic   string `yaml:"set_topic"`   // required: where setpoints and halts are published
+	AckTopic   string `yaml:"ack_topic"`   // required: where the device acknowledges them
+	StateTopic string `yaml:"state_topic"` // optional: the device's retained {"value":V}, read back
 }
 
 // ActuatorNames returns the actuator names, sorted.

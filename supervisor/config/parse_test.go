@@ -54,7 +54,7 @@ actuators:
     min: 0
     max: 135
     slew: 720 #!
-`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, min, max,`}},
+`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, mqtt, min, max,`}},
 	{"unknown key two levels down", `
 device: arm1
 mqtt:
@@ -291,7 +291,7 @@ actuators:
     colour: red #!
 `, []string{
 		`unwind.order: unknown order "backwards" (known: retrace, direct)`,
-		`actuators.base.driver: unknown driver "gpio" (known drivers: sim)`,
+		`actuators.base.driver: unknown driver "gpio" (known drivers: sim, mqtt)`,
 		`actuators.base.policy: unknown policy "clip" (known: reject, clamp)`,
 		`actuators.base: unknown key "colour"`,
 	}},
@@ -329,7 +329,7 @@ actuators:
 device: arm1
 actuators:
   base: {kind: servo, min: 0, max: 1} #!
-`, []string{`actuators.base.driver: required (known drivers: sim)`}},
+`, []string{`actuators.base.driver: required (known drivers: sim, mqtt)`}},
 	{"missing max", `
 device: arm1
 actuators:
@@ -593,6 +593,105 @@ actuators:
     max: 1
     timeout: 1m #!
 `, []string{`actuators.base.timeout: 1m0s is outside (0, 10s]`}},
+	{"mqtt driver without its section", `
+device: arm1
+actuators:
+  pump:
+    kind: setpoint
+    driver: mqtt #!
+    min: 0
+    max: 100
+`, []string{`actuators.pump.driver: driver: mqtt needs an mqtt section with set_topic and ack_topic`}},
+	{"mqtt section on a sim actuator", `
+device: arm1
+actuators:
+  pump:
+    kind: setpoint
+    driver: sim
+    mqtt: {set_topic: pump/set, ack_topic: pump/ack} #!
+    min: 0
+    max: 100
+`, []string{`actuators.pump.mqtt: mqtt settings apply to driver: mqtt only, not sim`}},
+	{"sim section on an mqtt actuator", `
+device: arm1
+actuators:
+  arm:
+    kind: servo
+    driver: mqtt
+    sim: {slew: 90} #!
+    mqtt: {set_topic: arm/set, ack_topic: arm/ack}
+    min: 0
+    max: 90
+`, []string{`actuators.arm.sim: sim settings apply to driver: sim only, not mqtt`}},
+	{"mqtt topics: wildcard, missing ack, '$', same as set", `
+device: arm1
+actuators:
+  pump:
+    kind: setpoint
+    driver: mqtt
+    mqtt: #!
+      set_topic: pumps/+/set #!
+    min: 0
+    max: 100
+  fan:
+    kind: pwm
+    driver: mqtt
+    mqtt:
+      set_topic: fan/set
+      ack_topic: fan/set #!
+      state_topic: $SYS/fan #!
+`, []string{
+		`actuators.pump.mqtt.ack_topic: required with driver: mqtt`,
+		`actuators.pump.mqtt.set_topic: "pumps/+/set" holds a wildcard`,
+		`actuators.fan.mqtt.ack_topic: is the same topic as set_topic`,
+		`actuators.fan.mqtt.state_topic: "$SYS/fan": a topic must not start with '$'`,
+	}},
+	{"mqtt topic empty, and under the supervisor's own tree", `
+device: arm1
+actuators:
+  relay:
+    kind: digital
+    driver: mqtt
+    mqtt:
+      set_topic: saga/v1/arm1/relay/set #!
+      ack_topic: "" #!
+`, []string{
+		`actuators.relay.mqtt.set_topic: "saga/v1/arm1/relay/set" lies under saga/v1/arm1/, which the supervisor's own API uses`,
+		`actuators.relay.mqtt.ack_topic: must not be empty`,
+	}},
+	{"two mqtt actuators sharing a topic", `
+device: arm1
+actuators:
+  a:
+    kind: digital
+    driver: mqtt
+    mqtt: {set_topic: a/set, ack_topic: shared/ack}
+  b:
+    kind: digital
+    driver: mqtt
+    mqtt: {set_topic: b/set, ack_topic: shared/ack} #!
+`, []string{`actuators.b.mqtt.ack_topic: "shared/ack" is already used by actuators.a.mqtt.ack_topic`}},
+	{"mqtt section with an unknown key", `
+device: arm1
+actuators:
+  a:
+    kind: digital
+    driver: mqtt
+    mqtt:
+      set_topic: a/set
+      ack_topic: a/ack
+      qos: 2 #!
+`, []string{`actuators.a.mqtt: unknown key "qos" (known keys: set_topic, ack_topic, state_topic)`}},
+	{"supply on the mqtt driver", `
+device: arm1
+supplies:
+  battery:
+    driver: mqtt #!
+    min_volts: 6
+    max_volts: 8
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`supplies.battery.driver: unknown driver "mqtt" (known drivers: sim)`}},
 }
 
 // markedLines returns the 1-based numbers of the lines carrying the marker.
@@ -780,5 +879,41 @@ actuators:
 	}
 	if got := c.ActuatorNames(); strings.Join(got, ",") != "fan,kicker,relay" {
 		t.Errorf("names %v", got)
+	}
+}
+
+func TestMQTTActuators(t *testing.T) {
+	text := `device: arm1
+mqtt: {broker: "tcp://broker.local:1883"}
+actuators:
+  pump:
+    kind: setpoint
+    driver: mqtt
+    mqtt: {set_topic: robots/arm1/pump/set, ack_topic: robots/arm1/pump/ack, state_topic: robots/arm1/pump/state}
+    min: 0
+    max: 100
+  relay: {kind: digital, driver: mqtt, mqtt: {set_topic: relay/set, ack_topic: relay/ack}}
+  fan: {kind: pwm, driver: mqtt, mqtt: {set_topic: "fan/dûty set", ack_topic: fan/ack}}
+  wrist: {kind: servo, driver: mqtt, mqtt: {set_topic: wrist/set, ack_topic: wrist/ack}, min: -90, max: 90}
+  kicker: {kind: pulse, driver: mqtt, mqtt: {set_topic: kick/set, ack_topic: kick/ack}, min: 0, max: 1, safe: detach}
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`
+	c, err := config.Parse([]byte(text), "arm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Actuators["pump"]
+	want := config.MQTTActuator{SetTopic: "robots/arm1/pump/set", AckTopic: "robots/arm1/pump/ack", StateTopic: "robots/arm1/pump/state"}
+	if p.Driver != "mqtt" || p.MQTT != want {
+		t.Errorf("pump %+v", p)
+	}
+	if r := c.Actuators["relay"]; r.MQTT.StateTopic != "" || r.MQTT.AckTopic != "relay/ack" {
+		t.Errorf("relay %+v", r.MQTT)
+	}
+	if b := c.Actuators["base"]; b.MQTT != (config.MQTTActuator{}) {
+		t.Errorf("a sim actuator has mqtt settings %+v", b.MQTT)
+	}
+	if got := c.Where("actuators.pump.mqtt.ack_topic"); !strings.HasPrefix(got, "arm.yaml:7:") {
+		t.Errorf("Where(ack_topic) = %s", got)
 	}
 }

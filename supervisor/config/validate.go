@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,11 +56,18 @@ const (
 const (
 	brokerEmbedded = "embedded"
 	driverSim      = "sim"
+	driverMQTT     = "mqtt"
+
+	// maxTopicBytes is MQTT's bound on a topic name.
+	maxTopicBytes = 65535
 )
 
-// knownDrivers are the driver names an actuator or supply may use.
-// (mcu, ina219 and gpio come with their packages.)
-var knownDrivers = []string{driverSim}
+// The driver names an actuator or a supply may use. (mcu, ina219 and gpio
+// come with their packages.)
+var (
+	actuatorDrivers = []string{driverSim, driverMQTT}
+	supplyDrivers   = []string{driverSim}
+)
 
 // Broker URL schemes, as paho.mqtt.golang dials them.
 var (
@@ -166,6 +174,7 @@ func (d *decoder) validate(c *Config) {
 	for _, name := range c.ActuatorNames() {
 		d.validateActuator(c, name)
 	}
+	d.validateMQTTTopicsUnique(c)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.
 	if len(d.errs) == 0 {
@@ -444,7 +453,7 @@ func (d *decoder) readSecrets(c *Config) {
 }
 
 func (d *decoder) validateSupply(p string, s Supply) {
-	d.validateDriver(p, s.Driver)
+	d.validateDriver(p, s.Driver, supplyDrivers)
 	for _, k := range []string{"min_volts", "max_volts"} {
 		if !d.set(p+"."+k) && d.ok(p+"."+k) {
 			d.errorf(p+"."+k, "required")
@@ -471,20 +480,126 @@ func (d *decoder) validateSupply(p string, s Supply) {
 	}
 }
 
-// validateDriver checks that a driver is named and known. (Each driver's
-// own section — sim: — is only meaningful with that driver; while sim is
-// the only driver, an unknown driver is already the error to report.)
-func (d *decoder) validateDriver(p, driver string) {
+// validateDriver checks that a driver is named and one of known, and
+// reports whether it is.
+func (d *decoder) validateDriver(p, driver string, known []string) bool {
 	if !d.ok(p + ".driver") {
-		return
+		return false
 	}
 	switch {
 	case !d.set(p + ".driver"):
-		d.errorf(p+".driver", "required (known drivers: %s)", strings.Join(knownDrivers, ", "))
-		return
-	case driver != driverSim:
-		d.errorf(p+".driver", "unknown driver %.40q (known drivers: %s)", driver, strings.Join(knownDrivers, ", "))
+		d.errorf(p+".driver", "required (known drivers: %s)", strings.Join(known, ", "))
+		return false
+	case !slices.Contains(known, driver):
+		d.errorf(p+".driver", "unknown driver %.40q (known drivers: %s)", driver, strings.Join(known, ", "))
+		return false
 	}
+	return true
+}
+
+// validateActuatorDriver checks the actuator's driver and its section: each
+// driver's own section (sim:, mqtt:) is only meaningful with that driver.
+func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
+	if !d.validateDriver(p, a.Driver, actuatorDrivers) {
+		return
+	}
+	if a.Driver != driverSim && d.set(p+".sim") {
+		d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", a.Driver)
+	}
+	if a.Driver != driverMQTT {
+		if d.set(p + ".mqtt") {
+			d.errorf(p+".mqtt", "mqtt settings apply to driver: mqtt only, not %s", a.Driver)
+		}
+		return
+	}
+	if !d.set(p + ".mqtt") {
+		d.errorf(p+".driver", "driver: mqtt needs an mqtt section with set_topic and ack_topic")
+		return
+	}
+	if !d.ok(p + ".mqtt") {
+		return
+	}
+	m := a.MQTT
+	own := c.Topic() + "/"
+	topics := []struct {
+		key, topic string
+		required   bool
+	}{{"set_topic", m.SetTopic, true}, {"ack_topic", m.AckTopic, true}, {"state_topic", m.StateTopic, false}}
+	for i, t := range topics {
+		tp := p + ".mqtt." + t.key
+		if !d.ok(tp) {
+			continue
+		}
+		if !d.set(tp) {
+			if t.required {
+				d.errorf(tp, "required with driver: mqtt")
+			}
+			continue
+		}
+		if err := checkTopic(t.topic); err != nil {
+			d.errorf(tp, "%v", err)
+			continue
+		}
+		if d.ok("mqtt.prefix", "device") && (t.topic+"/" == own || strings.HasPrefix(t.topic, own)) {
+			d.errorf(tp, "%.60q lies under %s, which the supervisor's own API uses", t.topic, own)
+			continue
+		}
+		for _, u := range topics[:i] {
+			if u.topic == t.topic && d.set(p+".mqtt."+u.key) {
+				d.errorf(tp, "is the same topic as %s: set, ack and state topics must differ", u.key)
+			}
+		}
+	}
+}
+
+// validateMQTTTopicsUnique refuses two MQTT actuators sharing a topic: a
+// set topic would move two outputs at once, and an ack or state topic could
+// not tell whose it is.
+func (d *decoder) validateMQTTTopicsUnique(c *Config) {
+	owner := map[string]string{} // topic → dotted path that used it first
+	for _, name := range c.ActuatorNames() {
+		a := c.Actuators[name]
+		if a.Driver != driverMQTT {
+			continue
+		}
+		p := "actuators." + name
+		for _, t := range []struct{ key, topic string }{
+			{"set_topic", a.MQTT.SetTopic}, {"ack_topic", a.MQTT.AckTopic}, {"state_topic", a.MQTT.StateTopic},
+		} {
+			if t.topic == "" {
+				continue
+			}
+			tp := p + ".mqtt." + t.key
+			if first, ok := owner[t.topic]; ok && !strings.HasPrefix(first, p+".") {
+				d.errorf(tp, "%.60q is already used by %s; every MQTT actuator needs topics of its own", t.topic, first)
+				continue
+			}
+			if _, ok := owner[t.topic]; !ok {
+				owner[t.topic] = tp
+			}
+		}
+	}
+}
+
+// checkTopic checks a topic name to publish to (or subscribe to exactly):
+// 1..65535 bytes of UTF-8, no wildcard, no control character, not starting
+// with '$' (the broker's own topics).
+func checkTopic(t string) error {
+	switch {
+	case t == "":
+		return fmt.Errorf("must not be empty")
+	case len(t) > maxTopicBytes:
+		return fmt.Errorf("is longer than %d bytes, MQTT's bound on a topic", maxTopicBytes)
+	case !utf8.ValidString(t):
+		return fmt.Errorf("is not valid UTF-8")
+	case strings.ContainsAny(t, "+#"):
+		return fmt.Errorf("%.60q holds a wildcard ('+' or '#'): a topic to publish to cannot", t)
+	case strings.HasPrefix(t, "$"):
+		return fmt.Errorf("%.60q: a topic must not start with '$'", t)
+	case strings.IndexFunc(t, unicode.IsControl) >= 0:
+		return fmt.Errorf("%.60q holds a control character", t)
+	}
+	return nil
 }
 
 func (d *decoder) validateActuator(c *Config, name string) {
@@ -500,7 +615,7 @@ func (d *decoder) validateActuator(c *Config, name string) {
 		d.errorf(p+".kind", "required (servo, pwm, digital, setpoint or pulse)")
 		kindOK = false
 	}
-	d.validateDriver(p, a.Driver)
+	d.validateActuatorDriver(c, p, a)
 	if kindOK && d.set(p+".sim.slew") && d.ok(p+".sim.slew") {
 		if a.Kind != actuators.Servo {
 			d.errorf(p+".sim.slew", "slew applies to servos only, not %s", a.Kind)

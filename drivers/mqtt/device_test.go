@@ -1,0 +1,587 @@
+package mqtt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// setMsg is what a device receives on its set topic.
+type setMsg struct {
+	Seq   uint64   `json:"seq"`
+	Value *float64 `json:"value"`
+	Halt  bool     `json:"halt"`
+}
+
+// fakeDevice is a device on the broker: it takes set messages and answers
+// on the ack topic as respond says (by default {"seq":N,"ok":true}, then the
+// retained state if it has a state topic).
+type fakeDevice struct {
+	t                   *testing.T
+	c                   paho.Client
+	set, ack, stateT    string
+	mu                  sync.Mutex
+	got                 []setMsg
+	respond             func(m setMsg) []string // payloads for the ack topic; nil: none
+	publishStateOnApply bool
+}
+
+func newFakeDevice(t *testing.T, broker *embedded.Broker, id, set, ack, state string) *fakeDevice {
+	t.Helper()
+	f := &fakeDevice{t: t, set: set, ack: ack, stateT: state}
+	f.respond = func(m setMsg) []string { return []string{fmt.Sprintf(`{"seq":%d,"ok":true}`, m.Seq)} }
+	f.c = paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID(id).SetOrderMatters(false))
+	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("fake device connect: %v", tok.Error())
+	}
+	tok := f.c.Subscribe(set, 1, func(_ paho.Client, m paho.Message) {
+		var msg setMsg
+		if err := json.Unmarshal(m.Payload(), &msg); err != nil {
+			t.Errorf("device got a bad set message %q: %v", m.Payload(), err)
+			return
+		}
+		f.mu.Lock()
+		f.got = append(f.got, msg)
+		respond := f.respond
+		f.mu.Unlock()
+		replies := respond(msg)
+		for _, r := range replies {
+			f.c.Publish(ack, 1, false, r)
+		}
+		if f.publishStateOnApply && msg.Value != nil && len(replies) > 0 && strings.Contains(replies[len(replies)-1], `"ok":true`) {
+			f.c.Publish(state, 1, true, fmt.Sprintf(`{"value":%g}`, *msg.Value))
+		}
+	})
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("fake device subscribe: %v", tok.Error())
+	}
+	t.Cleanup(func() { f.c.Disconnect(50) })
+	return f
+}
+
+func (f *fakeDevice) setRespond(r func(m setMsg) []string) {
+	f.mu.Lock()
+	f.respond = r
+	f.mu.Unlock()
+}
+
+func (f *fakeDevice) received() []setMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]setMsg(nil), f.got...)
+}
+
+func (f *fakeDevice) publishState(payload string) {
+	if tok := f.c.Publish(f.stateT, 1, true, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		f.t.Fatalf("publish state: %v", tok.Error())
+	}
+}
+
+func startBroker(t *testing.T) *embedded.Broker {
+	b, _ := startStoppableBroker(t)
+	return b
+}
+
+// startStoppableBroker also returns a stop that may be called more than
+// once (mochi's Close may not).
+func startStoppableBroker(t *testing.T) (*embedded.Broker, func()) {
+	t.Helper()
+	b, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { b.Close() }) }
+	t.Cleanup(stop)
+	return b, stop
+}
+
+func dialTestDevice(t *testing.T, broker *embedded.Broker, opt mqtt.DeviceOptions) *mqtt.Device {
+	t.Helper()
+	if opt.Name == "" {
+		opt.Name = "pump"
+	}
+	// One client id per connection: a second connection with the same id
+	// would take the first one's session over.
+	opt.LinkOptions = mqtt.LinkOptions{Broker: broker.URL(), ClientID: "sup-devices-" + t.Name() + "-" + opt.Name, ConnectWait: 5 * time.Second}
+	if opt.SetTopic == "" {
+		opt.SetTopic, opt.AckTopic = "dev/pump/set", "dev/pump/ack"
+	}
+	d, err := mqtt.DialDevice(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDeviceSetAcked(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	for _, v := range []float64{42, -3.25, 0} {
+		if err := d.Set(ctxFor(t, 2*time.Second), v); err != nil {
+			t.Fatalf("Set(%g): %v", v, err)
+		}
+	}
+	if err := d.Halt(); err != nil {
+		t.Fatalf("Halt: %v", err)
+	}
+	got := f.received()
+	if len(got) != 4 {
+		t.Fatalf("device got %+v", got)
+	}
+	for i, want := range []float64{42, -3.25, 0} {
+		if got[i].Value == nil || *got[i].Value != want || got[i].Halt {
+			t.Errorf("message %d: %+v, want value %g", i, got[i], want)
+		}
+	}
+	if !got[3].Halt || got[3].Value != nil {
+		t.Errorf("halt message %+v", got[3])
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq != got[i-1].Seq+1 {
+			t.Errorf("seq not strictly increasing by one: %d then %d", got[i-1].Seq, got[i].Seq)
+		}
+	}
+	if got[0].Seq > 1<<32 {
+		t.Errorf("first seq %d is not a 32-bit start", got[0].Seq)
+	}
+	// Another process (another device value) starts elsewhere: a device can
+	// tell a restart. Two random 32-bit starts colliding is a 2^-32 event.
+	d2 := dialTestDevice(t, b, mqtt.DeviceOptions{Name: "pump2", SetTopic: "dev/pump/set", AckTopic: "dev/pump/ack2"})
+	// Acked on the other ack topic: it times out; only the seq matters.
+	if err := d2.Set(ctxFor(t, 200*time.Millisecond), 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Set on the second device: %v", err)
+	}
+	waitUntil(t, "the second device's message", 5*time.Second, func() bool { return len(f.received()) == 5 })
+	if s := f.received()[4].Seq; s == got[3].Seq+1 {
+		t.Errorf("a new device continued the old seq %d", s)
+	}
+}
+
+func TestDeviceRefusedIsNotInDoubt(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	f.setRespond(func(m setMsg) []string {
+		return []string{fmt.Sprintf(`{"seq":%d,"ok":false,"error":"motor jammed"}`, m.Seq)}
+	})
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	err := d.Set(ctxFor(t, 2*time.Second), 5)
+	if err == nil || !strings.Contains(err.Error(), "motor jammed") {
+		t.Fatalf("Set: %v, want the device's refusal", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost) {
+		t.Fatalf("a refusal reads as in doubt: %v", err)
+	}
+	if err := d.Halt(); err == nil || !strings.Contains(err.Error(), "motor jammed") {
+		t.Fatalf("refused Halt: %v", err)
+	}
+}
+
+func TestDeviceNoAckIsInDoubt(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	f.setRespond(func(setMsg) []string { return nil })
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{HaltTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	err := d.Set(ctxFor(t, 150*time.Millisecond), 5)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Set without an ack: %v, want in doubt (DeadlineExceeded)", err)
+	}
+	if took < 140*time.Millisecond || took > time.Second {
+		t.Errorf("Set returned after %v, want about the 150ms deadline", took)
+	}
+	if len(f.received()) != 1 {
+		t.Errorf("device got %+v", f.received())
+	}
+	// A cancelled context is in doubt too, in the engine's terms.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := d.Set(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled Set: %v", err)
+	}
+	// Before anything is sent, an expired context promises nothing moved.
+	done, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := d.Set(done, 7); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Set on a dead context: %v", err)
+	}
+	if err := d.Halt(); err == nil {
+		t.Fatal("Halt without an ack returned nil")
+	}
+}
+
+func TestDeviceIgnoresStaleUnknownAndMalformedAcks(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	f.setRespond(func(m setMsg) []string {
+		n := m.Seq
+		// Each of these, if it were taken, would fail the Set; only the
+		// last one is a valid ack of this seq.
+		return []string{
+			fmt.Sprintf(`{"seq":%d,"ok":false,"error":"old"}`, n-1),
+			fmt.Sprintf(`{"seq":%d,"ok":false,"error":"future"}`, n+1000),
+			fmt.Sprintf(`{"seq":%d,"ok":false,"error":"x","extra":1}`, n),
+			fmt.Sprintf(`{"seq":%d,"ok":true,"ok":false}`, n),
+			fmt.Sprintf(`{"seq":%d,"ok":"false"}`, n),
+			fmt.Sprintf(`{"seq":%d.5,"ok":false}`, n),
+			fmt.Sprintf(`{"seq":-%d,"ok":false}`, n),
+			fmt.Sprintf(`{"seq":%d}`, n),
+			fmt.Sprintf(`{"seq":%d,"ok":false}{"seq":%d,"ok":false}`, n, n),
+			fmt.Sprintf(`[{"seq":%d,"ok":false}]`, n),
+			fmt.Sprintf(`{"seq":%d,"ok":false,"error":"%s"}`, n, strings.Repeat("x", 2000)),
+			`not json`,
+			``,
+			fmt.Sprintf(`{"seq":%d,"ok":true}`, n),
+		}
+	})
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	if err := d.Set(ctxFor(t, 3*time.Second), 5); err != nil {
+		t.Fatalf("Set: %v (a stale, unknown or malformed ack was taken)", err)
+	}
+}
+
+func TestDeviceLinkLost(t *testing.T) {
+	b, stop := startStoppableBroker(t)
+	newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{StateTopic: "dev/pump/state"})
+	if err := d.Set(ctxFor(t, 2*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	waitUntil(t, "the link to be seen lost", 5*time.Second, func() bool {
+		_, err := d.ReadBack(context.Background())
+		return errors.Is(err, actuators.ErrLinkLost)
+	})
+	err := d.Set(ctxFor(t, time.Second), 2)
+	if !errors.Is(err, actuators.ErrLinkLost) {
+		t.Fatalf("Set with the broker gone: %v, want ErrLinkLost", err)
+	}
+	if err := d.Halt(); !errors.Is(err, actuators.ErrLinkLost) {
+		t.Fatalf("Halt with the broker gone: %v", err)
+	}
+}
+
+// A Set waiting for its ack when the link drops ends at once, in doubt.
+func TestDeviceLinkLostWhileWaiting(t *testing.T) {
+	b, stop := startStoppableBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	f.setRespond(func(setMsg) []string { go stop(); return nil })
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	start := time.Now()
+	err := d.Set(ctxFor(t, 10*time.Second), 1)
+	if !errors.Is(err, actuators.ErrLinkLost) {
+		t.Fatalf("Set: %v, want ErrLinkLost", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("took %v: waited for the deadline instead of the lost link", time.Since(start))
+	}
+}
+
+func TestDeviceReadBack(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "dev/pump/state")
+	// Retained before the supervisor connects: delivered on subscribe.
+	f.publishState(`{"value":12.5}`)
+	d := dialTestDevice(t, b, mqtt.DeviceOptions{StateTopic: "dev/pump/state"})
+	readIs := func(want float64) func() bool {
+		return func() bool { v, err := d.ReadBack(context.Background()); return err == nil && v == want }
+	}
+	waitUntil(t, "read-back 12.5", 5*time.Second, readIs(12.5))
+	f.publishState(`{"value":-4}`)
+	waitUntil(t, "read-back -4", 5*time.Second, readIs(-4))
+
+	unknown := func() bool {
+		_, err := d.ReadBack(context.Background())
+		return err != nil && !errors.Is(err, actuators.ErrLinkLost)
+	}
+	for _, bad := range []string{`{"value":"3"}`, `{"value":3,"at":1}`, `{"value":1e400}`, `{}`, `{"value":3,"value":4}`} {
+		f.publishState(bad)
+		waitUntil(t, "malformed state "+bad+" to make the read-back unknown", 5*time.Second, unknown)
+		f.publishState(`{"value":7}`)
+		waitUntil(t, "read-back 7", 5*time.Second, readIs(7))
+	}
+	// An empty retained message (a device's last will can send it) clears it.
+	f.publishState(``)
+	waitUntil(t, "a cleared state to make the read-back unknown", 5*time.Second, unknown)
+
+	// Without a state topic, the supervisor gets a Driver that is no
+	// ReadBacker (a read-back that can never succeed would keep it unready).
+	plain := dialTestDevice(t, b, mqtt.DeviceOptions{Name: "relay", SetTopic: "dev/relay/set", AckTopic: "dev/relay/ack"})
+	if _, ok := plain.Driver().(actuators.ReadBacker); ok {
+		t.Error("a device without a state topic reads back")
+	}
+	if _, ok := d.Driver().(actuators.ReadBacker); !ok {
+		t.Error("a device with a state topic does not read back")
+	}
+}
+
+func TestDeviceLinkShared(t *testing.T) {
+	b := startBroker(t)
+	fa := newFakeDevice(t, b, "esp-a", "dev/a/set", "dev/a/ack", "")
+	fb := newFakeDevice(t, b, "esp-b", "dev/b/set", "dev/b/ack", "")
+	l, err := mqtt.DialDeviceLink(mqtt.LinkOptions{Broker: b.URL(), ClientID: "sup-devices", ConnectWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	da, err := l.Device(mqtt.DeviceOptions{Name: "a", SetTopic: "dev/a/set", AckTopic: "dev/a/ack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := l.Device(mqtt.DeviceOptions{Name: "b", SetTopic: "dev/b/set", AckTopic: "dev/b/ack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := da.Set(ctxFor(t, 2*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(ctxFor(t, 2*time.Second), 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(fa.received()) != 1 || len(fb.received()) != 1 || *fb.received()[0].Value != 2 {
+		t.Fatalf("a got %+v, b got %+v", fa.received(), fb.received())
+	}
+	for _, opt := range []mqtt.DeviceOptions{
+		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/a/ack"},                             // ack topic taken
+		{Name: "c", SetTopic: "dev/a/set", AckTopic: "dev/c/ack"},                             // set topic taken
+		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/c/set"},                             // set = ack
+		{Name: "c", SetTopic: "dev/+/set", AckTopic: "dev/c/ack"},                             // wildcard
+		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/c/ack", StateTopic: "dev/b/ack"},    // state topic taken
+		{Name: "", SetTopic: "dev/c/set", AckTopic: "dev/c/ack"},                              // no name
+		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/c/ack", StateTopic: "$SYS/c/state"}, // broker's own
+	} {
+		if _, err := l.Device(opt); err == nil {
+			t.Errorf("%+v accepted", opt)
+		}
+	}
+}
+
+func TestValidPublishTopic(t *testing.T) {
+	for _, ok := range []string{"a", "robots/arm1/pump/set", "/leading", "trailing/", "sp ace", "ümlaut", strings.Repeat("x", mqtt.MaxTopicBytes)} {
+		if err := mqtt.ValidPublishTopic(ok); err != nil {
+			t.Errorf("%.40q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a/+/b", "a/#", "#", "$SYS/x", "a\x00b", "a\nb", "\xff", strings.Repeat("x", mqtt.MaxTopicBytes+1)} {
+		if err := mqtt.ValidPublishTopic(bad); err == nil {
+			t.Errorf("%.40q accepted", bad)
+		}
+	}
+}
+
+// TestSupervisorDrivesMQTTDevice runs a supervisor built from a config with
+// one mqtt-driven setpoint: a step is acked by the device and applied; when
+// the device stops acking, the step is in doubt and the saga unwinds,
+// sending the compensations to the device too.
+func TestSupervisorDrivesMQTTDevice(t *testing.T) {
+	broker := startBroker(t)
+	const set, ack, state = "robots/arm1/pump/set", "robots/arm1/pump/ack", "robots/arm1/pump/state"
+	f := newFakeDevice(t, broker, "esp32-pump", set, ack, state)
+	f.publishStateOnApply = true
+	f.publishState(`{"value":10}`)
+
+	dir := t.TempDir()
+	text := fmt.Sprintf(`device: arm1
+mqtt: {broker: %q}
+http: {listen: ""}
+journal: {dir: %q}
+sim: {world: %q}
+actuators:
+  pump:
+    kind: setpoint
+    driver: mqtt
+    mqtt: {set_topic: %s, ack_topic: %s, state_topic: %s}
+    min: 0
+    max: 100
+    initial: 10
+    timeout: 300ms
+`, broker.URL(), filepath.Join(dir, "journal"), filepath.Join(dir, "world"), set, ack, state)
+	cfg, err := config.Parse([]byte(text), "pump.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := supervisor.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisor.New(built.Options)
+	if err != nil {
+		built.Close()
+		t.Fatal(err)
+	}
+	topics := built.Options.Topics
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-test", Topics: topics}, sup)
+	if err != nil {
+		sup.Close()
+		built.Close()
+		t.Fatal(err)
+	}
+	sup.SetPublisher(tr)
+	t.Cleanup(func() {
+		tr.Close()
+		sup.Close()
+		built.Close()
+	})
+	waitUntil(t, "the supervisor to be ready (device read back)", 5*time.Second, func() bool { return sup.Status().Ready })
+
+	ag := newTestAgent(t, broker, topics, "planner")
+	hello := ag.must(map[string]any{"op": "hello", "ttl_ms": 60000})
+	ag.lease, ag.epoch = hello.Lease, hello.Epoch
+	saga := ag.must(map[string]any{"op": "begin"}).Saga
+	r := ag.must(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 40})
+	if *r.Prior != 10 || *r.Value != 40 {
+		t.Fatalf("step reply %+v", r)
+	}
+	if got := f.received(); len(got) != 1 || *got[0].Value != 40 {
+		t.Fatalf("device got %+v", got)
+	}
+	waitUntil(t, "status to read back 40", 5*time.Second, func() bool {
+		for _, a := range sup.Status().Actuators {
+			if a.Name == "pump" && a.ReadBack != nil && *a.ReadBack == 40 {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The device stops acking: it drops the next set (it may have moved),
+	// then acks again, so the compensations get through.
+	var dropped sync.Once
+	f.setRespond(func(m setMsg) []string {
+		first := false
+		dropped.Do(func() { first = true })
+		if first {
+			return nil
+		}
+		return []string{fmt.Sprintf(`{"seq":%d,"ok":true}`, m.Seq)}
+	})
+	r = ag.send(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 70})
+	if r.OK || r.Code != "STEP_IN_DOUBT" {
+		t.Fatalf("unacked step: %+v", r)
+	}
+	if r.Report == nil || r.Report.Verdict != "clean" || len(r.Report.Steps) != 2 {
+		t.Fatalf("report %+v", r.Report)
+	}
+	if s := r.Report.Steps[0]; s.Step != 2 || s.Outcome != "in_doubt" || s.Bucket != "compensated" || *s.Prior != 40 {
+		t.Errorf("in-doubt step %+v", s)
+	}
+	if s := r.Report.Steps[1]; s.Step != 1 || s.Bucket != "compensated" || *s.Prior != 10 {
+		t.Errorf("first step %+v", s)
+	}
+	var values []float64
+	for _, m := range f.received() {
+		values = append(values, *m.Value)
+	}
+	if fmt.Sprint(values) != "[40 70 40 10]" {
+		t.Errorf("device got %v, want the step, the unacked step, and both compensations", values)
+	}
+	if v, _ := sup.Engine().Commanded("pump"); v != 10 {
+		t.Errorf("commanded %g after the unwind, want 10", v)
+	}
+}
+
+// testAgent is a controller speaking MQTT API v1.
+type testAgent struct {
+	t      *testing.T
+	name   string
+	c      paho.Client
+	topics mqtt.Topics
+	mu     sync.Mutex
+	n      int
+	wait   map[string]chan mqtt.Reply
+	lease  string
+	epoch  uint64
+}
+
+func newTestAgent(t *testing.T, broker *embedded.Broker, topics mqtt.Topics, name string) *testAgent {
+	t.Helper()
+	a := &testAgent{t: t, name: name, topics: topics, wait: map[string]chan mqtt.Reply{}}
+	a.c = paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID(name))
+	if tok := a.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("agent connect: %v", tok.Error())
+	}
+	tok := a.c.Subscribe(topics.Reply(name), 1, func(_ paho.Client, m paho.Message) {
+		var r mqtt.Reply
+		if err := json.Unmarshal(m.Payload(), &r); err != nil {
+			t.Errorf("bad reply %s: %v", m.Payload(), err)
+			return
+		}
+		a.mu.Lock()
+		ch := a.wait[r.ID]
+		a.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	})
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("agent subscribe: %v", tok.Error())
+	}
+	t.Cleanup(func() { a.c.Disconnect(50) })
+	return a
+}
+
+func (a *testAgent) send(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	a.mu.Lock()
+	a.n++
+	id := fmt.Sprintf("%s-%d", a.name, a.n)
+	ch := make(chan mqtt.Reply, 1)
+	a.wait[id] = ch
+	a.mu.Unlock()
+	req["id"], req["agent"] = id, a.name
+	if a.lease != "" && req["op"] != "hello" {
+		req["lease"], req["epoch"] = a.lease, a.epoch
+	}
+	b, _ := json.Marshal(req)
+	a.c.Publish(a.topics.Cmd(), 1, false, b)
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		a.t.Fatalf("no reply to %s", b)
+		return mqtt.Reply{}
+	}
+}
+
+func (a *testAgent) must(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	r := a.send(req)
+	if !r.OK {
+		a.t.Fatalf("%v refused: %s %s", req, r.Code, r.Message)
+	}
+	return r
+}
