@@ -330,6 +330,13 @@ func TestDaemonOverMosquitto(t *testing.T) {
 		lat = append(lat, time.Since(t0))
 	}
 	ctl.must(map[string]any{"op": "commit", "saga": saga})
+	var hb latency.Samples // a heartbeat: the same path with no journal write
+	for i := 0; i < 200; i++ {
+		t0 := time.Now()
+		ctl.must(map[string]any{"op": "heartbeat"})
+		hb = append(hb, time.Since(t0))
+	}
+	t.Logf("heartbeat→reply over mosquitto: p50 %v p99 %v", hb.Percentile(0.5), hb.Percentile(0.99))
 	floor, err := latency.Floor(dir, 200, 200)
 	if err != nil {
 		t.Fatal(err)
