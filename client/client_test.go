@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -23,83 +22,25 @@ import (
 const token = "operator-token"
 
 // daemon is a supervisor on the default config (the sim arm) with an
-// embedded broker and its MQTT transport, in temporary directories.
-type daemon struct {
-	sup    *supervisor.Supervisor
-	built  *supervisor.Built
-	broker *embedded.Broker
-	tr     *mqtt.Transport
-}
+// in-process broker and its MQTT transport, in temporary directories.
+type daemon struct{ *daemontest.Daemon }
 
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Journal.Dir = filepath.Join(dir, "journal")
-	cfg.Sim.World = filepath.Join(dir, "world")
-	cfg.HTTP.ResetToken = token
-	b, err := supervisor.FromConfig(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup, err := supervisor.New(b.Options)
-	if err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
-	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{sup: sup, built: b, broker: broker}
-	d.tr, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-test", Topics: b.Options.Topics}, sup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup.SetPublisher(d.tr)
-	t.Cleanup(func() {
-		d.tr.Close()
-		d.sup.Close()
-		d.built.Close()
-		d.broker.Close()
-	})
-	d.waitOnline(t)
-	return d
-}
-
-// waitOnline waits for the supervisor's retained "online" status, which its
-// transport publishes once subscribed to cmd: a request sent before that
-// would reach nobody.
-func (d *daemon) waitOnline(t *testing.T) {
-	t.Helper()
-	w, err := client.Dial(context.Background(), client.Options{Broker: d.broker.URL(), Agent: "online-probe", Device: "arm1", NoLease: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w.Watch(ctx, func(u client.Update) {
-		if u.Status != nil && u.Status.State == mqtt.StateOnline {
-			cancel()
-		}
-	})
-	if !errors.Is(ctx.Err(), context.Canceled) {
-		t.Fatal("the supervisor never said it was online")
-	}
+	return &daemon{daemontest.Start(t, "", func(c *config.Config) { c.HTTP.ResetToken = token })}
 }
 
 func (d *daemon) opts(agent string) client.Options {
-	return client.Options{Broker: d.broker.URL(), Agent: agent, Device: "arm1", Timeout: 10 * time.Second}
+	return client.Options{Broker: d.Broker.URL(), Agent: agent, Device: "arm1", Timeout: 10 * time.Second}
 }
 
 func (d *daemon) commanded(name string) float64 {
-	v, _ := d.sup.Engine().Commanded(name)
+	v, _ := d.Sup.Engine().Commanded(name)
 	return v
 }
 
 func (d *daemon) hasLease(agent string) bool {
-	return slices.ContainsFunc(d.sup.Status().Leases, func(l supervisor.LeaseJSON) bool { return l.Agent == agent })
+	return slices.ContainsFunc(d.Sup.Status().Leases, func(l supervisor.LeaseJSON) bool { return l.Agent == agent })
 }
 
 func dial(t *testing.T, opt client.Options) *client.Client {
@@ -288,7 +229,7 @@ func TestClientKilledUnwinds(t *testing.T) {
 		t.Fatalf("Err after kill: %v", err)
 	}
 	waitFor(t, "the will to unwind the saga", func() bool {
-		return d.commanded("elbow") == 20 && len(d.sup.Engine().OpenSagas()) == 0 && !d.hasLease("planner")
+		return d.commanded("elbow") == 20 && len(d.Sup.Engine().OpenSagas()) == 0 && !d.hasLease("planner")
 	})
 	if _, err := saga.Step(ctx, "elbow", 50); !errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("step after kill: %v", err)
@@ -306,7 +247,7 @@ func TestClientKilledUnwinds(t *testing.T) {
 // the next reply — it never takes a new lease on its own.
 func TestClientHungLeaseExpires(t *testing.T) {
 	d := startDaemon(t)
-	w := dial(t, client.Options{Broker: d.broker.URL(), Agent: "watcher", Device: "arm1", NoLease: true})
+	w := dial(t, client.Options{Broker: d.Broker.URL(), Agent: "watcher", Device: "arm1", NoLease: true})
 	wctx, stop := context.WithCancel(context.Background())
 	var (
 		mu      sync.Mutex
@@ -392,8 +333,8 @@ func TestClientCloseSendsBye(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bye's reply came back before Close returned, so its unwind is done.
-	if d.hasLease("planner") || d.commanded("gripper") != 0 || len(d.sup.Engine().OpenSagas()) != 0 {
-		t.Fatalf("after Close: lease %v gripper %v open %v", d.hasLease("planner"), d.commanded("gripper"), d.sup.Engine().OpenSagas())
+	if d.hasLease("planner") || d.commanded("gripper") != 0 || len(d.Sup.Engine().OpenSagas()) != 0 {
+		t.Fatalf("after Close: lease %v gripper %v open %v", d.hasLease("planner"), d.commanded("gripper"), d.Sup.Engine().OpenSagas())
 	}
 	if err := c.Close(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
@@ -409,7 +350,7 @@ func TestClientCloseSendsBye(t *testing.T) {
 func TestClientHaltReset(t *testing.T) {
 	d := startDaemon(t)
 	c := dial(t, d.opts("planner"))
-	op := dial(t, client.Options{Broker: d.broker.URL(), Agent: "operator", Device: "arm1", NoLease: true})
+	op := dial(t, client.Options{Broker: d.Broker.URL(), Agent: "operator", Device: "arm1", NoLease: true})
 	ctx := context.Background()
 	if _, ok := op.Lease(); ok {
 		t.Fatal("a NoLease client holds a lease")
@@ -487,7 +428,7 @@ func TestClientIgnoresUnknownReplies(t *testing.T) {
 	d := startDaemon(t)
 	c := dial(t, d.opts("planner"))
 	ctx := context.Background()
-	raw := paho.NewClient(paho.NewClientOptions().AddBroker(d.broker.URL()).SetClientID("forger"))
+	raw := paho.NewClient(paho.NewClientOptions().AddBroker(d.Broker.URL()).SetClientID("forger"))
 	if tok := raw.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
@@ -536,7 +477,7 @@ func TestClientLostWhenSupervisorSilent(t *testing.T) {
 	opt := d.opts("planner")
 	opt.TTL = 200 * time.Millisecond
 	c := dial(t, opt)
-	d.tr.Close() // the supervisor's MQTT link goes away; the broker stays
+	d.Transport.Close() // the supervisor's MQTT link goes away; the broker stays
 	select {
 	case <-c.Lost():
 	case <-time.After(10 * time.Second):

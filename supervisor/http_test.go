@@ -2,6 +2,7 @@ package supervisor_test
 
 import (
 	"encoding/json"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,7 +38,7 @@ func startSupervisor(t *testing.T, dir string) (*supervisor.Supervisor, *supervi
 		sup.Close()
 		b.Close()
 	})
-	waitFor(t, "ready", 5*time.Second, func() bool { return sup.Status().Ready })
+	daemontest.WaitFor(t, "ready", 5*time.Second, func() bool { return sup.Status().Ready })
 	return sup, b
 }
 
@@ -218,7 +219,7 @@ func TestHTTPResetRefusedWhileNotReady(t *testing.T) {
 	if err := battery.SetVolts(5.0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the battery trip to halt", 5*time.Second, func() bool { return sup.Status().Halted })
+	daemontest.WaitFor(t, "the battery trip to halt", 5*time.Second, func() bool { return sup.Status().Halted })
 	r := do(t, srv, "POST", "/api/v1/reset", bearer(operatorToken), "")
 	if r.status != http.StatusConflict {
 		t.Fatalf("reset on a tripped battery: %d %s", r.status, r.body)
@@ -230,7 +231,7 @@ func TestHTTPResetRefusedWhileNotReady(t *testing.T) {
 	if err := battery.SetVolts(7.4); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the battery to clear", 5*time.Second, func() bool {
+	daemontest.WaitFor(t, "the battery to clear", 5*time.Second, func() bool {
 		for _, s := range sup.Status().Supplies {
 			if s.Tripped {
 				return false

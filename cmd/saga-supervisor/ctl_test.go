@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -32,54 +30,8 @@ type ctlDaemon struct {
 
 func startCtlDaemon(t *testing.T) *ctlDaemon {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.Journal.Dir = filepath.Join(dir, "journal")
-	cfg.Sim.World = filepath.Join(dir, "world")
-	cfg.HTTP.ResetToken = ctlTestToken
-	b, err := supervisor.FromConfig(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup, err := supervisor.New(b.Options)
-	if err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
-	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-ctl-test", Topics: b.Options.Topics}, sup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup.SetPublisher(tr)
-	t.Cleanup(func() {
-		tr.Close()
-		sup.Close()
-		b.Close()
-		broker.Close()
-	})
-	d := &ctlDaemon{sup: sup, url: broker.URL()}
-	// The transport publishes its retained "online" status once it is
-	// subscribed to cmd: a request sent before that would reach nobody.
-	c, err := client.Dial(context.Background(), client.Options{Broker: d.url, Agent: "online-probe", Device: "arm1", NoLease: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c.Watch(ctx, func(u client.Update) {
-		if u.Status != nil && u.Status.State == mqtt.StateOnline {
-			cancel()
-		}
-	})
-	if !errors.Is(ctx.Err(), context.Canceled) {
-		t.Fatal("the supervisor never said it was online")
-	}
-	return d
+	d := daemontest.Start(t, "", func(c *config.Config) { c.HTTP.ResetToken = ctlTestToken })
+	return &ctlDaemon{sup: d.Sup, url: d.URL()}
 }
 
 func (d *ctlDaemon) commanded(name string) float64 {

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -48,7 +47,7 @@ func startMosquitto(t *testing.T) string {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitUntil(t, "mosquitto to listen", 5*time.Second, func() bool {
+	daemontest.WaitFor(t, "mosquitto to listen", 5*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -56,17 +55,6 @@ func startMosquitto(t *testing.T) string {
 		return err == nil
 	})
 	return "tcp://" + addr
-}
-
-func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // daemonProc is the real binary running `run --config`.
@@ -162,108 +150,13 @@ func (d *daemonProc) status() map[string]any {
 	return m
 }
 
-// mqttAgent is a controller (or a watcher) on the real broker.
-type mqttAgent struct {
-	t      *testing.T
-	name   string
-	c      paho.Client
-	topics mqtt.Topics
-	mu     sync.Mutex
-	wait   map[string]chan mqtt.Reply
-	states map[string]float64
-	status string
-	n      int
-	lease  string
-	epoch  uint64
-}
+// arm1 are the default config's topics.
+var arm1 = mqtt.Topics{Device: "arm1"}
 
-func dialAgent(t *testing.T, broker, name string) *mqttAgent {
-	t.Helper()
-	a := &mqttAgent{t: t, name: name, topics: mqtt.Topics{Device: "arm1"}, wait: map[string]chan mqtt.Reply{}, states: map[string]float64{}}
-	a.c = paho.NewClient(paho.NewClientOptions().AddBroker(broker).SetClientID(name).SetWill(a.topics.Will(name), "gone", 1, false))
-	if tok := a.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("agent connect: %v", tok.Error())
-	}
-	t.Cleanup(func() { a.c.Disconnect(0) })
-	a.c.Subscribe(a.topics.Reply(name), 1, func(_ paho.Client, m paho.Message) {
-		var r mqtt.Reply
-		json.Unmarshal(m.Payload(), &r)
-		a.mu.Lock()
-		ch := a.wait[r.ID]
-		a.mu.Unlock()
-		if ch != nil {
-			ch <- r
-		}
-	}).WaitTimeout(5 * time.Second)
-	a.c.Subscribe(a.topics.State("+"), 1, func(_ paho.Client, m paho.Message) {
-		var st struct {
-			Actuator  string  `json:"actuator"`
-			Commanded float64 `json:"commanded"`
-		}
-		json.Unmarshal(m.Payload(), &st)
-		a.mu.Lock()
-		a.states[st.Actuator] = st.Commanded
-		a.mu.Unlock()
-	}).WaitTimeout(5 * time.Second)
-	a.c.Subscribe(a.topics.Status(), 1, func(_ paho.Client, m paho.Message) {
-		var st mqtt.Status
-		json.Unmarshal(m.Payload(), &st)
-		a.mu.Lock()
-		a.status = st.State
-		a.mu.Unlock()
-	}).WaitTimeout(5 * time.Second)
-	return a
-}
-
-func (a *mqttAgent) send(req map[string]any) mqtt.Reply {
-	a.t.Helper()
-	a.mu.Lock()
-	a.n++
-	id := fmt.Sprintf("%s-%d", a.name, a.n)
-	ch := make(chan mqtt.Reply, 1)
-	a.wait[id] = ch
-	a.mu.Unlock()
-	req["id"], req["agent"] = id, a.name
-	if op := req["op"]; a.lease != "" && op != "hello" && op != "status" && op != "halt" && op != "reset" {
-		if _, ok := req["lease"]; !ok {
-			req["lease"], req["epoch"] = a.lease, a.epoch
-		}
-	}
-	b, _ := json.Marshal(req)
-	a.c.Publish(a.topics.Cmd(), 1, false, b)
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		a.t.Fatalf("no reply to %s", b)
-		return mqtt.Reply{}
-	}
-}
-
-func (a *mqttAgent) must(req map[string]any) mqtt.Reply {
-	a.t.Helper()
-	r := a.send(req)
-	if !r.OK {
-		a.t.Fatalf("%v refused: %s %s", req, r.Code, r.Message)
-	}
-	return r
-}
-
-func (a *mqttAgent) hello(ttl time.Duration) {
-	r := a.must(map[string]any{"op": "hello", "ttl_ms": ttl.Milliseconds()})
-	a.lease, a.epoch = r.Lease, r.Epoch
-}
-
-func (a *mqttAgent) state(name string) float64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.states[name]
-}
-
-func (a *mqttAgent) supervisorState() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.status
+// state is an agent's last retained value for an actuator (0 if none yet).
+func state(a *daemontest.Agent, name string) float64 {
+	v, _ := a.State(name)
+	return v
 }
 
 func TestDaemonOverMosquitto(t *testing.T) {
@@ -279,20 +172,20 @@ func TestDaemonOverMosquitto(t *testing.T) {
 		}
 	}()
 	d.waitReady()
-	watcher := dialAgent(t, broker, "watcher")
-	ctl := dialAgent(t, broker, "planner")
-	ctl.hello(60 * time.Second)
+	watcher := daemontest.NewAgent(t, broker, arm1, "watcher")
+	ctl := daemontest.NewAgent(t, broker, arm1, "planner")
+	ctl.Hello(60 * time.Second)
 
 	// A saga half done when the supervisor is killed with SIGKILL.
-	saga := ctl.must(map[string]any{"op": "begin"}).Saga
-	ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "base", "value": 45})
-	ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "shoulder", "value": 60})
-	waitUntil(t, "the steps on the retained state topics", 5*time.Second, func() bool {
-		return watcher.state("base") == 45 && watcher.state("shoulder") == 60
+	saga := ctl.Must(map[string]any{"op": "begin"}).Saga
+	ctl.Must(map[string]any{"op": "step", "saga": saga, "actuator": "base", "value": 45})
+	ctl.Must(map[string]any{"op": "step", "saga": saga, "actuator": "shoulder", "value": 60})
+	daemontest.WaitFor(t, "the steps on the retained state topics", 5*time.Second, func() bool {
+		return state(watcher, "base") == 45 && state(watcher, "shoulder") == 60
 	})
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
-	waitUntil(t, "the broker to publish the supervisor's will", 30*time.Second, func() bool { return watcher.supervisorState() == mqtt.StateOffline })
+	daemontest.WaitFor(t, "the broker to publish the supervisor's will", 30*time.Second, func() bool { return watcher.SupervisorState() == mqtt.StateOffline })
 
 	// Restarted, it recovers before it is ready: by the first 200 from
 	// /readyz the saga is unwound and nothing is open.
@@ -312,28 +205,28 @@ func TestDaemonOverMosquitto(t *testing.T) {
 	if !strings.Contains(d.out.String(), "recovered: clean") {
 		t.Errorf("the restarted daemon did not report its recovery:\n%s", d.out.String())
 	}
-	waitUntil(t, "retained state back at the priors", 5*time.Second, func() bool {
-		return watcher.state("base") == 0 && watcher.state("shoulder") == 10
+	daemontest.WaitFor(t, "retained state back at the priors", 5*time.Second, func() bool {
+		return state(watcher, "base") == 0 && state(watcher, "shoulder") == 10
 	})
 	// The old lease died with the old process.
-	if r := ctl.send(map[string]any{"op": "begin"}); r.Code != "LEASE_EXPIRED" {
+	if r := ctl.Send(map[string]any{"op": "begin"}); r.Code != "LEASE_EXPIRED" {
 		t.Fatalf("begin under a lease from before the crash: %+v", r)
 	}
 
 	// Command → reply latency over loopback MQTT, beside the fsync floor.
-	ctl.hello(60 * time.Second)
-	saga = ctl.must(map[string]any{"op": "begin"}).Saga
+	ctl.Hello(60 * time.Second)
+	saga = ctl.Must(map[string]any{"op": "begin"}).Saga
 	var lat latency.Samples
 	for i := 0; i < 200; i++ {
 		t0 := time.Now()
-		ctl.must(map[string]any{"op": "step", "saga": saga, "actuator": "elbow", "value": float64(20 + i%5)})
+		ctl.Must(map[string]any{"op": "step", "saga": saga, "actuator": "elbow", "value": float64(20 + i%5)})
 		lat = append(lat, time.Since(t0))
 	}
-	ctl.must(map[string]any{"op": "commit", "saga": saga})
+	ctl.Must(map[string]any{"op": "commit", "saga": saga})
 	var hb latency.Samples // a heartbeat: the same path with no journal write
 	for i := 0; i < 200; i++ {
 		t0 := time.Now()
-		ctl.must(map[string]any{"op": "heartbeat"})
+		ctl.Must(map[string]any{"op": "heartbeat"})
 		hb = append(hb, time.Since(t0))
 	}
 	t.Logf("heartbeat→reply over mosquitto: p50 %v p99 %v", hb.Percentile(0.5), hb.Percentile(0.99))
@@ -347,13 +240,13 @@ func TestDaemonOverMosquitto(t *testing.T) {
 	// A controller that dies (stops heartbeating): its saga is unwound when
 	// the lease runs out, visible on the retained state topics.
 	const ttl = 400 * time.Millisecond
-	dead := dialAgent(t, broker, "doomed")
+	dead := daemontest.NewAgent(t, broker, arm1, "doomed")
 	granted := time.Now()
-	dead.hello(ttl)
-	saga = dead.must(map[string]any{"op": "begin"}).Saga
-	dead.must(map[string]any{"op": "step", "saga": saga, "actuator": "gripper", "value": 30})
-	waitUntil(t, "gripper at 30 on the state topic", 5*time.Second, func() bool { return watcher.state("gripper") == 30 })
-	waitUntil(t, "gripper back at its prior after the lease ran out", 5*time.Second, func() bool { return watcher.state("gripper") == 0 })
+	dead.Hello(ttl)
+	saga = dead.Must(map[string]any{"op": "begin"}).Saga
+	dead.Must(map[string]any{"op": "step", "saga": saga, "actuator": "gripper", "value": 30})
+	daemontest.WaitFor(t, "gripper at 30 on the state topic", 5*time.Second, func() bool { return state(watcher, "gripper") == 30 })
+	daemontest.WaitFor(t, "gripper back at its prior after the lease ran out", 5*time.Second, func() bool { return state(watcher, "gripper") == 0 })
 	t.Logf("controller silent → gripper back at its prior on the state topic %v after the lease was granted (TTL %v)", time.Since(granted), ttl)
 
 	// SIGTERM: an orderly stop, exit 0, status offline.
@@ -361,5 +254,5 @@ func TestDaemonOverMosquitto(t *testing.T) {
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("SIGTERM exit: %v\n%s", err, d.out.String())
 	}
-	waitUntil(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.supervisorState() == mqtt.StateOffline })
+	daemontest.WaitFor(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.SupervisorState() == mqtt.StateOffline })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -135,17 +136,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestDeviceSetAcked(t *testing.T) {
 	b := startBroker(t)
 	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
@@ -185,7 +175,7 @@ func TestDeviceSetAcked(t *testing.T) {
 	if err := d2.Set(ctxFor(t, 200*time.Millisecond), 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Set on the second device: %v", err)
 	}
-	waitUntil(t, "the second device's message", 5*time.Second, func() bool { return len(f.received()) == 5 })
+	daemontest.WaitFor(t, "the second device's message", 5*time.Second, func() bool { return len(f.received()) == 5 })
 	if s := f.received()[4].Seq; s == got[3].Seq+1 {
 		t.Errorf("a new device continued the old seq %d", s)
 	}
@@ -282,7 +272,7 @@ func TestDeviceLinkLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	waitUntil(t, "the link to be seen lost", 5*time.Second, func() bool {
+	daemontest.WaitFor(t, "the link to be seen lost", 5*time.Second, func() bool {
 		_, err := d.ReadBack(context.Background())
 		return errors.Is(err, actuators.ErrLinkLost)
 	})
@@ -320,9 +310,9 @@ func TestDeviceReadBack(t *testing.T) {
 	readIs := func(want float64) func() bool {
 		return func() bool { v, err := d.ReadBack(context.Background()); return err == nil && v == want }
 	}
-	waitUntil(t, "read-back 12.5", 5*time.Second, readIs(12.5))
+	daemontest.WaitFor(t, "read-back 12.5", 5*time.Second, readIs(12.5))
 	f.publishState(`{"value":-4}`)
-	waitUntil(t, "read-back -4", 5*time.Second, readIs(-4))
+	daemontest.WaitFor(t, "read-back -4", 5*time.Second, readIs(-4))
 
 	unknown := func() bool {
 		_, err := d.ReadBack(context.Background())
@@ -330,13 +320,13 @@ func TestDeviceReadBack(t *testing.T) {
 	}
 	for _, bad := range []string{`{"value":"3"}`, `{"value":3,"at":1}`, `{"value":1e400}`, `{}`, `{"value":3,"value":4}`} {
 		f.publishState(bad)
-		waitUntil(t, "malformed state "+bad+" to make the read-back unknown", 5*time.Second, unknown)
+		daemontest.WaitFor(t, "malformed state "+bad+" to make the read-back unknown", 5*time.Second, unknown)
 		f.publishState(`{"value":7}`)
-		waitUntil(t, "read-back 7", 5*time.Second, readIs(7))
+		daemontest.WaitFor(t, "read-back 7", 5*time.Second, readIs(7))
 	}
 	// An empty retained message (a device's last will can send it) clears it.
 	f.publishState(``)
-	waitUntil(t, "a cleared state to make the read-back unknown", 5*time.Second, unknown)
+	daemontest.WaitFor(t, "a cleared state to make the read-back unknown", 5*time.Second, unknown)
 
 	// Without a state topic, the supervisor gets a Driver that is no
 	// ReadBacker (a read-back that can never succeed would keep it unready).
@@ -456,20 +446,19 @@ actuators:
 		sup.Close()
 		built.Close()
 	})
-	waitUntil(t, "the supervisor to be ready (device read back)", 5*time.Second, func() bool { return sup.Status().Ready })
+	daemontest.WaitFor(t, "the supervisor to be ready (device read back)", 5*time.Second, func() bool { return sup.Status().Ready })
 
-	ag := newTestAgent(t, broker, topics, "planner")
-	hello := ag.must(map[string]any{"op": "hello", "ttl_ms": 60000})
-	ag.lease, ag.epoch = hello.Lease, hello.Epoch
-	saga := ag.must(map[string]any{"op": "begin"}).Saga
-	r := ag.must(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 40})
+	ag := daemontest.NewAgent(t, broker.URL(), topics, "planner")
+	ag.Hello(60 * time.Second)
+	saga := ag.Must(map[string]any{"op": "begin"}).Saga
+	r := ag.Must(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 40})
 	if *r.Prior != 10 || *r.Value != 40 {
 		t.Fatalf("step reply %+v", r)
 	}
 	if got := f.received(); len(got) != 1 || *got[0].Value != 40 {
 		t.Fatalf("device got %+v", got)
 	}
-	waitUntil(t, "status to read back 40", 5*time.Second, func() bool {
+	daemontest.WaitFor(t, "status to read back 40", 5*time.Second, func() bool {
 		for _, a := range sup.Status().Actuators {
 			if a.Name == "pump" && a.ReadBack != nil && *a.ReadBack == 40 {
 				return true
@@ -489,7 +478,7 @@ actuators:
 		}
 		return []string{fmt.Sprintf(`{"seq":%d,"ok":true}`, m.Seq)}
 	})
-	r = ag.send(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 70})
+	r = ag.Send(map[string]any{"op": "step", "saga": saga, "actuator": "pump", "value": 70})
 	if r.OK || r.Code != "STEP_IN_DOUBT" {
 		t.Fatalf("unacked step: %+v", r)
 	}
@@ -512,76 +501,4 @@ actuators:
 	if v, _ := sup.Engine().Commanded("pump"); v != 10 {
 		t.Errorf("commanded %g after the unwind, want 10", v)
 	}
-}
-
-// testAgent is a controller speaking MQTT API v1.
-type testAgent struct {
-	t      *testing.T
-	name   string
-	c      paho.Client
-	topics mqtt.Topics
-	mu     sync.Mutex
-	n      int
-	wait   map[string]chan mqtt.Reply
-	lease  string
-	epoch  uint64
-}
-
-func newTestAgent(t *testing.T, broker *embedded.Broker, topics mqtt.Topics, name string) *testAgent {
-	t.Helper()
-	a := &testAgent{t: t, name: name, topics: topics, wait: map[string]chan mqtt.Reply{}}
-	a.c = paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID(name))
-	if tok := a.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("agent connect: %v", tok.Error())
-	}
-	tok := a.c.Subscribe(topics.Reply(name), 1, func(_ paho.Client, m paho.Message) {
-		var r mqtt.Reply
-		if err := json.Unmarshal(m.Payload(), &r); err != nil {
-			t.Errorf("bad reply %s: %v", m.Payload(), err)
-			return
-		}
-		a.mu.Lock()
-		ch := a.wait[r.ID]
-		a.mu.Unlock()
-		if ch != nil {
-			ch <- r
-		}
-	})
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("agent subscribe: %v", tok.Error())
-	}
-	t.Cleanup(func() { a.c.Disconnect(50) })
-	return a
-}
-
-func (a *testAgent) send(req map[string]any) mqtt.Reply {
-	a.t.Helper()
-	a.mu.Lock()
-	a.n++
-	id := fmt.Sprintf("%s-%d", a.name, a.n)
-	ch := make(chan mqtt.Reply, 1)
-	a.wait[id] = ch
-	a.mu.Unlock()
-	req["id"], req["agent"] = id, a.name
-	if a.lease != "" && req["op"] != "hello" {
-		req["lease"], req["epoch"] = a.lease, a.epoch
-	}
-	b, _ := json.Marshal(req)
-	a.c.Publish(a.topics.Cmd(), 1, false, b)
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		a.t.Fatalf("no reply to %s", b)
-		return mqtt.Reply{}
-	}
-}
-
-func (a *testAgent) must(req map[string]any) mqtt.Reply {
-	a.t.Helper()
-	r := a.send(req)
-	if !r.OK {
-		a.t.Fatalf("%v refused: %s %s", req, r.Code, r.Message)
-	}
-	return r
 }

@@ -1,0 +1,238 @@
+// Package daemontest runs a supervisor the way `saga-supervisor run` does —
+// the embedded default configuration, an in-process MQTT broker and the
+// MQTT transport — in temporary directories, and speaks MQTT API v1 to it
+// as a raw agent. Tests of the supervisor, the client, the CLI and the MQTT
+// drivers share it, so they exercise one production path.
+package daemontest
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// Token is the operator reset token a started daemon accepts.
+const Token = "operator-token"
+
+// Daemon is a running in-process supervisor with its broker and transport.
+type Daemon struct {
+	Sup       *supervisor.Supervisor
+	Built     *supervisor.Built
+	Broker    *embedded.Broker
+	Transport *mqtt.Transport
+	Topics    mqtt.Topics
+	Config    *config.Config
+}
+
+// Start runs a daemon on config.Default (changed by mod, if set) with its
+// journal and world in dir ("" for a new temporary directory). The broker
+// starts first, as in `run`. Everything is closed when the test ends.
+func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Close() })
+	cfg := config.Default()
+	cfg.Journal.Dir = filepath.Join(dir, "journal")
+	cfg.Sim.World = filepath.Join(dir, "world")
+	cfg.HTTP.ResetToken = Token
+	cfg.MQTT.Listen = broker.Addr()
+	if mod != nil {
+		mod(cfg)
+	}
+	b, err := supervisor.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisor.New(b.Options)
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	d := &Daemon{Sup: sup, Built: b, Broker: broker, Topics: b.Options.Topics, Config: cfg}
+	d.Transport, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-test", Topics: d.Topics}, sup)
+	if err != nil {
+		sup.Close()
+		b.Close()
+		t.Fatal(err)
+	}
+	sup.SetPublisher(d.Transport)
+	t.Cleanup(func() {
+		d.Transport.Close()
+		d.Sup.Close()
+		d.Built.Close()
+	})
+	return d
+}
+
+// URL is the broker's URL.
+func (d *Daemon) URL() string { return d.Broker.URL() }
+
+// Agent is a controller (or a watcher) speaking MQTT API v1 over its own
+// paho connection, with its MQTT will on its will topic. It records the
+// retained actuator states and the supervisor's status as they arrive.
+type Agent struct {
+	t      testing.TB
+	Name   string
+	C      paho.Client
+	Topics mqtt.Topics
+	// Lease and Epoch are filled by Hello and added to every request that
+	// needs them.
+	Lease string
+	Epoch uint64
+
+	mu     sync.Mutex
+	wait   map[string]chan mqtt.Reply
+	states map[string]float64
+	status string
+	n      int
+}
+
+// NewAgent connects an agent to broker. It is disconnected when the test
+// ends.
+func NewAgent(t testing.TB, broker string, topics mqtt.Topics, name string) *Agent {
+	t.Helper()
+	a := &Agent{t: t, Name: name, Topics: topics, wait: map[string]chan mqtt.Reply{}, states: map[string]float64{}}
+	a.C = paho.NewClient(paho.NewClientOptions().AddBroker(broker).SetClientID(name).SetWill(topics.Will(name), "gone", 1, false))
+	if tok := a.C.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("agent %s connect: %v", name, tok.Error())
+	}
+	t.Cleanup(func() { a.C.Disconnect(50) })
+	subs := map[string]paho.MessageHandler{
+		topics.Reply(name): func(_ paho.Client, m paho.Message) {
+			var r mqtt.Reply
+			if err := json.Unmarshal(m.Payload(), &r); err != nil {
+				t.Errorf("agent %s: bad reply %s: %v", name, m.Payload(), err)
+				return
+			}
+			a.mu.Lock()
+			ch := a.wait[r.ID]
+			a.mu.Unlock()
+			if ch != nil {
+				ch <- r
+			}
+		},
+		topics.State("+"): func(_ paho.Client, m paho.Message) {
+			var st struct {
+				Actuator  string  `json:"actuator"`
+				Commanded float64 `json:"commanded"`
+			}
+			if json.Unmarshal(m.Payload(), &st) == nil {
+				a.mu.Lock()
+				a.states[st.Actuator] = st.Commanded
+				a.mu.Unlock()
+			}
+		},
+		topics.Status(): func(_ paho.Client, m paho.Message) {
+			var st mqtt.Status
+			if json.Unmarshal(m.Payload(), &st) == nil {
+				a.mu.Lock()
+				a.status = st.State
+				a.mu.Unlock()
+			}
+		},
+	}
+	for topic, h := range subs {
+		if tok := a.C.Subscribe(topic, 1, h); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("agent %s subscribe %s: %v", name, topic, tok.Error())
+		}
+	}
+	return a
+}
+
+// needsLease reports whether an op carries lease and epoch.
+func needsLease(op any) bool {
+	switch op {
+	case "hello", "status", "halt", "reset":
+		return false
+	}
+	return true
+}
+
+// Send publishes a request (its id and agent filled in, and the lease when
+// the op needs one and the request has none) and waits for the reply.
+func (a *Agent) Send(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	a.mu.Lock()
+	a.n++
+	id := fmt.Sprintf("%s-%d", a.Name, a.n)
+	ch := make(chan mqtt.Reply, 1)
+	a.wait[id] = ch
+	lease, epoch := a.Lease, a.Epoch
+	a.mu.Unlock()
+	req["id"], req["agent"] = id, a.Name
+	if _, set := req["lease"]; !set && lease != "" && needsLease(req["op"]) {
+		req["lease"], req["epoch"] = lease, epoch
+	}
+	b, _ := json.Marshal(req)
+	a.C.Publish(a.Topics.Cmd(), 1, false, b)
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		a.t.Fatalf("agent %s: no reply to %s", a.Name, b)
+		return mqtt.Reply{}
+	}
+}
+
+// Must is Send, failing the test on a refusal.
+func (a *Agent) Must(req map[string]any) mqtt.Reply {
+	a.t.Helper()
+	r := a.Send(req)
+	if !r.OK {
+		a.t.Fatalf("agent %s: %v refused: %s %s", a.Name, req, r.Code, r.Message)
+	}
+	return r
+}
+
+// Hello takes a lease with the given TTL.
+func (a *Agent) Hello(ttl time.Duration) {
+	a.t.Helper()
+	r := a.Must(map[string]any{"op": "hello", "ttl_ms": ttl.Milliseconds()})
+	a.mu.Lock()
+	a.Lease, a.Epoch = r.Lease, r.Epoch
+	a.mu.Unlock()
+}
+
+// State is the last retained commanded value seen for an actuator.
+func (a *Agent) State(actuator string) (float64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v, ok := a.states[actuator]
+	return v, ok
+}
+
+// SupervisorState is the last "state" seen on the retained status topic
+// (mqtt.StateOnline or mqtt.StateOffline).
+func (a *Agent) SupervisorState() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+// WaitFor polls cond every 5 ms until it holds, failing the test after d.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
