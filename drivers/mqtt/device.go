@@ -61,15 +61,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/internal/mqtttopic"
 	"io"
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -81,7 +80,7 @@ import (
 const MaxAckBytes = 1024
 
 // MaxTopicBytes is MQTT's bound on a topic name.
-const MaxTopicBytes = 65535
+const MaxTopicBytes = mqtttopic.MaxBytes
 
 // DefaultHaltTimeout bounds how long Halt waits for the device's ack.
 const DefaultHaltTimeout = 500 * time.Millisecond
@@ -585,26 +584,9 @@ func (o DeviceOptions) validate() error {
 	return nil
 }
 
-// ValidPublishTopic checks a topic name a client may publish to: 1 to
-// MaxTopicBytes bytes of valid UTF-8, no wildcard ('+', '#'), no NUL or
-// other control character, not starting with '$' (the broker's own topics).
-func ValidPublishTopic(t string) error {
-	switch {
-	case t == "":
-		return errors.New("must not be empty")
-	case len(t) > MaxTopicBytes:
-		return fmt.Errorf("is longer than %d bytes", MaxTopicBytes)
-	case !utf8.ValidString(t):
-		return errors.New("is not valid UTF-8")
-	case strings.ContainsAny(t, "+#"):
-		return fmt.Errorf("%.60q holds a wildcard ('+' or '#'), which a topic to publish to cannot", t)
-	case strings.HasPrefix(t, "$"):
-		return fmt.Errorf("%.60q starts with '$', which brokers reserve for their own topics", t)
-	case strings.IndexFunc(t, unicode.IsControl) >= 0:
-		return fmt.Errorf("%.60q holds a control character", t)
-	}
-	return nil
-}
+// ValidPublishTopic checks a topic name a client may publish to (see
+// mqtttopic.CheckPublish, which the configuration applies too).
+func ValidPublishTopic(t string) error { return mqtttopic.CheckPublish(t) }
 
 // decodeAck decodes {"seq":N,"ok":B} or {"seq":N,"ok":false,"error":"..."}.
 func decodeAck(payload []byte) (seq uint64, ok bool, reason string, err error) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/internal/mqtttopic"
 	"net"
 	"net/netip"
 	"net/url"
@@ -57,9 +58,6 @@ const (
 	brokerEmbedded = "embedded"
 	driverSim      = "sim"
 	driverMQTT     = "mqtt"
-
-	// maxTopicBytes is MQTT's bound on a topic name.
-	maxTopicBytes = 65535
 )
 
 // The driver names an actuator or a supply may use. (mcu, ina219 and gpio
@@ -536,7 +534,7 @@ func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
 			}
 			continue
 		}
-		if err := checkTopic(t.topic); err != nil {
+		if err := mqtttopic.CheckPublish(t.topic); err != nil {
 			d.errorf(tp, "%v", err)
 			continue
 		}
@@ -579,27 +577,6 @@ func (d *decoder) validateMQTTTopicsUnique(c *Config) {
 			}
 		}
 	}
-}
-
-// checkTopic checks a topic name to publish to (or subscribe to exactly):
-// 1..65535 bytes of UTF-8, no wildcard, no control character, not starting
-// with '$' (the broker's own topics).
-func checkTopic(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("must not be empty")
-	case len(t) > maxTopicBytes:
-		return fmt.Errorf("is longer than %d bytes, MQTT's bound on a topic", maxTopicBytes)
-	case !utf8.ValidString(t):
-		return fmt.Errorf("is not valid UTF-8")
-	case strings.ContainsAny(t, "+#"):
-		return fmt.Errorf("%.60q holds a wildcard ('+' or '#'): a topic to publish to cannot", t)
-	case strings.HasPrefix(t, "$"):
-		return fmt.Errorf("%.60q: a topic must not start with '$'", t)
-	case strings.IndexFunc(t, unicode.IsControl) >= 0:
-		return fmt.Errorf("%.60q holds a control character", t)
-	}
-	return nil
 }
 
 func (d *decoder) validateActuator(c *Config, name string) {
