@@ -35,7 +35,7 @@ fuzz:
 # bench measures the journal against the device's fsync floor and tidwall/wal,
 # the engine step, and the gate, all in one run so the ratios are comparable.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./wal/ ./limits/ ./rollback/ ./recovery/
+	$(GO) test -run '^$$' -bench . -benchmem ./wal/ ./limits/ ./rollback/ ./recovery/ ./supervisor/
 
 cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-arm64 $(PKG)
