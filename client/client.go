@@ -278,7 +278,7 @@ func (c *Client) markLost(err error, bye bool) {
 		go func() {
 			b, err := mqtt.EncodeRequest(mqtt.Request{ID: c.nextID(), Agent: c.opt.Agent, Op: mqtt.OpBye, Lease: l.ID, Epoch: l.Epoch})
 			if err == nil {
-				c.mc.Publish(c.topics.Cmd(), 1, false, b)
+				c.mc.Publish(c.topics.AgentCmd(c.opt.Agent), 1, false, b)
 			}
 		}()
 	}
@@ -344,7 +344,7 @@ func (c *Client) publish(ctx context.Context, req *mqtt.Request, waitAck bool, f
 	}
 	c.pending[req.ID] = f
 	c.mu.Unlock()
-	tok := c.mc.Publish(c.topics.Cmd(), 1, false, b)
+	tok := c.mc.Publish(c.topics.AgentCmd(c.opt.Agent), 1, false, b)
 	if !waitAck {
 		return nil
 	}

@@ -434,7 +434,7 @@ func TestClientIgnoresUnknownReplies(t *testing.T) {
 	}
 	defer raw.Disconnect(0)
 	ids := make(chan string, 16)
-	raw.Subscribe(c.Topics().Cmd(), 1, func(_ paho.Client, m paho.Message) {
+	raw.Subscribe(c.Topics().CmdFilter(), 1, func(_ paho.Client, m paho.Message) {
 		var req struct{ ID, Op string }
 		json.Unmarshal(m.Payload(), &req)
 		if req.Op == "begin" {

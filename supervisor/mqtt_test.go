@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 )
@@ -117,4 +121,53 @@ func connectWithWill(t *testing.T, addr, clientID, willTopic string) net.Conn {
 		t.Fatalf("CONNACK %x: %v", ack, err)
 	}
 	return conn
+}
+
+// On its own topic cmd/<agent> an agent speaks only for itself: a request
+// naming another agent is refused, and the victim's lease is untouched.
+func TestAgentTopicBindsTheAgent(t *testing.T) {
+	d := daemontest.Start(t, "", nil)
+	victim := daemontest.NewAgent(t, d.URL(), d.Topics, "victim")
+	victim.Hello(60 * time.Second)
+	mallory := daemontest.NewAgent(t, d.URL(), d.Topics, "mallory")
+	r, ok := mallory.SendRaw(d.Topics.AgentCmd("mallory"), false,
+		map[string]any{"agent": "victim", "op": "bye", "lease": victim.Lease, "epoch": victim.Epoch}, 5*time.Second)
+	if !ok || r.Code != "BAD_REQUEST" {
+		t.Fatalf("a request naming another agent on cmd/mallory: %+v (replied %v)", r, ok)
+	}
+	victim.Must(map[string]any{"op": "heartbeat"}) // still holds its lease
+}
+
+// A retained request is delivered again to every new subscription — a
+// restarted supervisor would find it — and must never be acted on then.
+func TestRetainedRequestIsNotReplayed(t *testing.T) {
+	d := daemontest.Start(t, "", nil)
+	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
+	var mu sync.Mutex
+	replies := 0
+	spy := paho.NewClient(paho.NewClientOptions().AddBroker(d.URL()).SetClientID("spy"))
+	if tok := spy.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer spy.Disconnect(0)
+	spy.Subscribe(d.Topics.Reply("planner"), 1, func(paho.Client, paho.Message) { mu.Lock(); replies++; mu.Unlock() }).WaitTimeout(5 * time.Second)
+	// Live, the broker delivers it as any other message (MQTT clears the
+	// retain flag for existing subscribers): it is answered once.
+	if _, ok := a.SendRaw(d.Topics.Cmd(), true, map[string]any{"agent": "planner", "op": "status"}, 5*time.Second); !ok {
+		t.Fatal("no reply to the live request")
+	}
+	// A new subscription (the supervisor's transport reconnecting) gets it
+	// again, flagged retained: it is dropped.
+	d.Transport.Close()
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: d.URL(), ClientID: "saga-supervisor-test-2", Topics: d.Topics}, d.Sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	time.Sleep(300 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if replies != 1 {
+		t.Fatalf("%d replies: the retained request was replayed to the new subscription", replies)
+	}
 }

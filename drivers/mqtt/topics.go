@@ -57,6 +57,16 @@ func (t Topics) Validate() error {
 // command to every new subscription.
 func (t Topics) Cmd() string { return t.base() + "/cmd" }
 
+// AgentCmd is an agent's own request topic, cmd/<agent>. The supervisor
+// refuses a request on it whose "agent" is not <agent>, so a broker ACL
+// that lets each user write only cmd/<its username> binds agent names to
+// broker identities: no agent can speak for another. The shared Cmd topic
+// stays for brokers without ACLs. agent must pass ValidLevel.
+func (t Topics) AgentCmd(agent string) string { return t.Cmd() + "/" + agent }
+
+// CmdFilter is the subscription that receives every agent's own requests.
+func (t Topics) CmdFilter() string { return t.Cmd() + "/+" }
+
 // Reply is where the supervisor answers agent (QoS 1, not retained). agent
 // must pass ValidLevel; DecodeRequest only yields agents that do.
 func (t Topics) Reply(agent string) string { return t.base() + "/reply/" + agent }

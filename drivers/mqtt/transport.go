@@ -135,7 +135,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 // onConnect subscribes (again, after a reconnect) and republishes status.
 func (t *Transport) onConnect(c paho.Client) {
 	t.log.Info("mqtt connected", "broker", t.opt.Broker)
-	subs := map[string]byte{t.opt.Topics.Cmd(): 1, t.opt.Topics.WillFilter(): 1}
+	subs := map[string]byte{t.opt.Topics.Cmd(): 1, t.opt.Topics.CmdFilter(): 1, t.opt.Topics.WillFilter(): 1}
 	tok := c.SubscribeMultiple(subs, t.enqueue)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.log.Error("mqtt subscribe failed", "err", tok.Error())
@@ -151,13 +151,19 @@ func (t *Transport) onConnect(c paho.Client) {
 	}
 	t.mu.Unlock()
 	for topic, b := range msgs {
-		c.Publish(topic, 1, true, b)
+		c.Publish(topic, t.qos(topic, true), true, b)
 	}
 }
 
 // enqueue is paho's message handler: it must never block, or it stalls the
 // client's pings and can deadlock it.
 func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
+	if m.Retained() && !strings.HasPrefix(m.Topic(), t.opt.Topics.base()+"/will/") {
+		// A retained command would be replayed to every new subscription,
+		// long after it was sent: never act on one.
+		t.log.Warn("mqtt: retained message on a command topic ignored", "topic", m.Topic())
+		return
+	}
 	in := inbound{topic: m.Topic(), payload: m.Payload(), received: time.Now()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -174,6 +180,7 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 func (t *Transport) work() {
 	defer close(t.done)
 	willPrefix := strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")
+	agentPrefix := t.opt.Topics.Cmd() + "/"
 	for in := range t.q {
 		if agent, ok := strings.CutPrefix(in.topic, willPrefix); ok {
 			if ValidLevel(agent) == nil {
@@ -182,6 +189,16 @@ func (t *Transport) work() {
 			continue
 		}
 		req, derr := DecodeRequest(in.payload, t.opt.MaxPayload)
+		if topicAgent, own := strings.CutPrefix(in.topic, agentPrefix); own {
+			if ValidLevel(topicAgent) != nil {
+				continue // cannot be answered, and cannot be anyone's
+			}
+			if derr == nil && req.Agent != topicAgent {
+				derr = &Error{Code: CodeBadRequest, Field: "agent",
+					Message: fmt.Sprintf("agent %q does not match the topic %s: an agent speaks only for itself", req.Agent, in.topic)}
+			}
+			req.Agent = topicAgent // the reply goes to whoever may write this topic
+		}
 		var rep Reply
 		if derr != nil {
 			t.h.Refused(req, derr)
@@ -210,8 +227,21 @@ func (t *Transport) Publish(topic string, retained bool, payload []byte) {
 		t.mu.Unlock()
 	}
 	if t.client.IsConnectionOpen() {
-		t.client.Publish(topic, 1, retained, payload)
+		t.client.Publish(topic, t.qos(topic, retained), retained, payload)
 	}
+}
+
+// qos is 1 for requests' replies, events and the status; retained
+// last-value messages (actuator state) go at QoS 0. They are republished on
+// every change and every connect, so a lost one is replaced, and delivering
+// a burst of retained QoS 1 messages on subscribe stalls later QoS 1
+// deliveries to that client on the embedded broker (mochi v2.7.9: replies
+// were lost after a client subscribed to state/+ before its reply topic).
+func (t *Transport) qos(topic string, retained bool) byte {
+	if retained && topic != t.opt.Topics.Status() {
+		return 0
+	}
+	return 1
 }
 
 // SetStatus publishes the retained status when it changed.
