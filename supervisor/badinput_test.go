@@ -1,7 +1,10 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -165,4 +168,14 @@ func TestBadInputIsRefusedJournaledAndMovesNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests refused, journaled by code: %v", len(tests)+2, refused)
+}
+
+func TestGuaranteesEndpoint(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	rec := httptest.NewRecorder()
+	s.HTTPHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/guarantees", nil))
+	var g rollback.Guarantees
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &g) != nil || len(g.NotClaimed) == 0 || len(g.EnforcedBeforeEffect) == 0 {
+		t.Fatalf("GET /api/v1/guarantees: %d %s", rec.Code, rec.Body)
+	}
 }

@@ -81,6 +81,9 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 		EnableOpenMetrics:   true,
 	}))
 	route(http.MethodGet, "/api/v1/status", http.HandlerFunc(h.status))
+	route(http.MethodGet, "/api/v1/guarantees", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, rollback.Promises())
+	}))
 	route(http.MethodPost, "/api/v1/halt", http.HandlerFunc(h.halt))
 	route(http.MethodPost, "/api/v1/reset", http.HandlerFunc(h.reset))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

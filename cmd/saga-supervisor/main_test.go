@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -235,5 +236,56 @@ func TestSecondProcessIsRefused(t *testing.T) {
 	out, code := run(t, "recover", "--wal", journal, "--world", filepath.Join(dir, "other.world"))
 	if code == 0 || !strings.Contains(out, "owned by another process") {
 		t.Errorf("a second process took the journal (exit %d):\n%s", code, out)
+	}
+}
+
+// certify fails a journal with a partial unwind (the demo's Act III) and an
+// unrecovered open saga, and passes one where everything ended clean.
+func TestCertify(t *testing.T) {
+	dir := demoDir(t)
+	out, code := run(t, "certify", "--wal", filepath.Join(dir, "journal"))
+	if code != 1 || !strings.Contains(out, "unwound PARTIAL") {
+		t.Fatalf("certify on the demo journal (Act III is partial): exit %d\n%s", code, out)
+	}
+	// Act V's journal: one saga, unwound clean by the controller's will.
+	out, code = run(t, "certify", "--wal", filepath.Join(dir, "act5", "journal"))
+	if code != 0 || !strings.Contains(out, "PASS") {
+		t.Fatalf("certify on a clean journal: exit %d\n%s", code, out)
+	}
+	// A saga left open by a crash nobody recovered never passes.
+	child := exec.Command(binary, "demo-child", "--wal", filepath.Join(dir, "open"), "--world", filepath.Join(dir, "open.world"))
+	stdout, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for seen := ""; !strings.Contains(seen, "driver hung"); {
+		n, err := stdout.Read(buf)
+		if err != nil {
+			t.Fatalf("demo-child ended early: %v (%s)", err, seen)
+		}
+		seen += string(buf[:n])
+	}
+	child.Process.Kill()
+	child.Wait()
+	out, code = run(t, "certify", "--wal", filepath.Join(dir, "open"))
+	if code != 1 || !strings.Contains(out, "OPEN (not recovered)") || !strings.Contains(out, "1 in doubt") {
+		t.Fatalf("certify on an unrecovered crash: exit %d\n%s", code, out)
+	}
+	if _, code := run(t, "certify", "--wal", filepath.Join(dir, "nope")); code != 2 {
+		t.Fatalf("certify on a missing journal: exit %d, want 2", code)
+	}
+}
+
+func TestGuarantees(t *testing.T) {
+	out, code := run(t, "guarantees")
+	var g map[string][]string
+	if code != 0 || json.Unmarshal([]byte(out), &g) != nil {
+		t.Fatalf("guarantees: exit %d\n%s", code, out)
+	}
+	for _, k := range []string{"enforced_before_effect", "guaranteed_after", "not_claimed"} {
+		if len(g[k]) == 0 {
+			t.Errorf("guarantees has no %s", k)
+		}
 	}
 }
