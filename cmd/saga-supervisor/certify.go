@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -16,29 +15,22 @@ import (
 // unwind, a step still in doubt or a partial unwind fails it. Exit 0 pass,
 // 1 fail (each reason printed), 2 unreadable.
 func runCertify(args []string, w io.Writer) error {
-	fs := newFlags("certify")
-	dir := fs.String("wal", "", "journal directory")
-	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
-	}
-	if *dir == "" {
-		return exitWith(2, "--wal DIR is required")
-	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return exitWith(2, "cannot read journal %s: %v", *dir, errOr(err, "not a directory"))
-	}
-	rep, broken, err := checkJournal(*dir)
+	dir, err := journalArg("certify", args)
 	if err != nil {
-		return exitWith(2, "cannot read journal %s: %v", *dir, err)
+		return err
+	}
+	rep, broken, err := checkJournal(dir)
+	if err != nil {
+		return exitWith(2, "cannot read journal %s: %v", dir, err)
 	}
 	var fails []string
 	if broken != nil {
 		fails = append(fails, fmt.Sprintf("journal broken at record seq %d (%s)", broken.Seq, broken.Reason))
 	}
-	h, herr := readHistory(*dir)
+	h, herr := readHistory(dir)
 	var ce *wal.CorruptionError
 	if herr != nil && !errors.As(herr, &ce) {
-		return exitWith(2, "cannot read journal %s: %v", *dir, herr)
+		return exitWith(2, "cannot read journal %s: %v", dir, herr)
 	}
 	committed, clean := 0, 0
 	for _, s := range h.Sagas {

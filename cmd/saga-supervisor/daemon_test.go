@@ -37,11 +37,18 @@ func freePort(t *testing.T) int {
 // startMosquitto runs a real broker on a free loopback port.
 func startMosquitto(t *testing.T) string {
 	t.Helper()
-	mosq := needTool(t, "mosquitto", "mosquitto")
 	port := freePort(t)
-	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
-	os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n", port)), 0o600)
-	cmd := exec.Command(mosq, "-c", conf)
+	return runMosquitto(t, t.TempDir(), port, fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n", port))
+}
+
+// runMosquitto starts Debian's mosquitto on conf (written into dir) and
+// waits until it listens on port.
+func runMosquitto(t *testing.T, dir string, port int, conf string) string {
+	t.Helper()
+	mosq := needTool(t, "mosquitto", "mosquitto")
+	path := filepath.Join(dir, "mosquitto.conf")
+	os.WriteFile(path, []byte(conf), 0o600)
+	cmd := exec.Command(mosq, "-c", path)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +272,6 @@ func TestDaemonOverMosquitto(t *testing.T) {
 // configs/mosquitto.acl; users maps broker logins to passwords.
 func startMosquittoACL(t *testing.T, users map[string]string) string {
 	t.Helper()
-	mosq := needTool(t, "mosquitto", "mosquitto")
 	passwd := needTool(t, "mosquitto_passwd", "mosquitto")
 	dir := t.TempDir()
 	pwfile := filepath.Join(dir, "passwd")
@@ -291,21 +297,7 @@ func startMosquittoACL(t *testing.T, users map[string]string) string {
 	if os.Getuid() == 0 {
 		conf += "user root\n" // as root mosquitto would drop to a user who cannot read the test's files
 	}
-	os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(conf), 0o600)
-	cmd := exec.Command(mosq, "-c", filepath.Join(dir, "mosquitto.conf"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	daemontest.WaitFor(t, "mosquitto to listen", 5*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return "tcp://" + addr
+	return runMosquitto(t, dir, port, conf)
 }
 
 // With the shipped ACL, broker logins are bound to agent names: an agent

@@ -36,21 +36,31 @@ func checkJournal(dir string) (wal.VerifyReport, *wal.CorruptionError, error) {
 	return rep, nil, err
 }
 
-func runVerify(args []string, w io.Writer) error {
-	fs := newFlags("verify")
+// journalArg parses the --wal DIR flag of a command that reads a journal;
+// a missing or unreadable directory is exit 2.
+func journalArg(name string, args []string) (string, error) {
+	fs := newFlags(name)
 	dir := fs.String("wal", "", "journal directory")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return "", exitWith(2, "%v", err)
 	}
 	if *dir == "" {
-		return exitWith(2, "--wal DIR is required")
+		return "", exitWith(2, "--wal DIR is required")
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return exitWith(2, "cannot read journal %s: %v", *dir, errOr(err, "not a directory"))
+		return "", exitWith(2, "cannot read journal %s: %v", *dir, errOr(err, "not a directory"))
 	}
-	rep, broken, err := checkJournal(*dir)
+	return *dir, nil
+}
+
+func runVerify(args []string, w io.Writer) error {
+	dir, err := journalArg("verify", args)
 	if err != nil {
-		return exitWith(2, "cannot read journal %s: %v", *dir, err)
+		return err
+	}
+	rep, broken, err := checkJournal(dir)
+	if err != nil {
+		return exitWith(2, "cannot read journal %s: %v", dir, err)
 	}
 	if broken != nil {
 		fmt.Fprintf(w, "BROKEN: %d records verified, then record seq %d in segment %s at offset %d: %s\n",
