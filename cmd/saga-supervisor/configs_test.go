@@ -89,8 +89,10 @@ func TestMosquittoConfigLoads(t *testing.T) {
 	acl, _ := os.ReadFile("../../configs/mosquitto.acl")
 	os.WriteFile(filepath.Join(dir, "saga.acl"), acl, 0o600)
 	os.WriteFile(filepath.Join(dir, "passwd"), nil, 0o600)
+	// Port 0 makes mosquitto listen on a unix socket at the given path: in
+	// the temporary directory, not in the package's source directory.
 	text := strings.NewReplacer("/etc/mosquitto/passwd", filepath.Join(dir, "passwd"), "/etc/mosquitto/saga.acl", filepath.Join(dir, "saga.acl"),
-		"listener 1883 127.0.0.1", "listener 0 127.0.0.1", "persistence true", "persistence false").Replace(string(conf))
+		"listener 1883 127.0.0.1", "listener 0 "+filepath.Join(dir, "mosquitto.sock"), "persistence true", "persistence false").Replace(string(conf))
 	if os.Getuid() == 0 {
 		// As root, mosquitto drops to its own user, who cannot read the
 		// test's private temporary directory.
