@@ -59,10 +59,13 @@
 //	11    HALT         message                                              (synced by Halt)
 //	12    RESET        agent (who)                                          Reset returns
 //	13    RECOVERY     message                                              (synced at the end)
-//	14    SAFE         actuator, target, code (safe mode)                   (synced by Halt)
+//	14    SAFE         actuator, target, code (safe mode)                   the safe policy is applied
 //	15    LEASE        agent, lease, epoch                                  the agent hears of it
 //
 // Replay (Engine.Apply, then Engine.Recover) rebuilds commanded values, open
 // sagas with their steps, outcomes and unwind progress, and the halt latch.
-// A step whose INTENT has no outcome is in doubt.
+// A step whose INTENT has no outcome is in doubt. A SAFE record makes its
+// safe value the actuator's commanded value, and Recover applies the safe
+// policies again when the journal ends halted, so that the record is true
+// of the world even if the process died before moving the actuator.
 package rollback

@@ -79,28 +79,43 @@ func (e *Engine) closeHaltedLocked(s *saga) *Report {
 
 // goSafeAll applies every actuator's safe policy. It does not hold mu: a
 // hung driver must not block the engine beyond its own timeout.
+//
+// What the halt is about to do is journaled, and made durable, before any
+// actuator moves — a SAFE record per actuator whose policy moves it — so a
+// crash in the middle never leaves the world somewhere the journal does not
+// know of. A SAFE record therefore means "sent to its safe policy, or about
+// to be": replay takes its safe value as the commanded value, and Recover
+// re-applies the policies of a latched halt, which makes that true. With a
+// failed journal nothing is written and the actuators go safe all the same:
+// a halt never waits on the disk to make the robot safe.
 func (e *Engine) goSafeAll() error {
+	names := e.cfg.Actuators.Names()
+	e.mu.Lock()
+	journaled := e.fatal == nil
+	if journaled {
+		for _, name := range names {
+			a := e.cfg.Actuators.Get(name)
+			if a.Safe.Mode != actuators.SafeHold {
+				e.enqueue(&Record{Type: RecSafe, Actuator: name, Target: a.Safe.Value, Code: string(a.Safe.Mode)})
+			}
+		}
+	}
+	e.mu.Unlock()
+	if journaled {
+		e.sync() // a failure is fatal and sticky; the robot goes safe regardless
+	}
 	var errs []error
-	for _, name := range e.cfg.Actuators.Names() {
+	for _, name := range names {
 		a := e.cfg.Actuators.Get(name)
-		err := a.GoSafe(context.Background())
-		if err != nil {
+		if err := a.GoSafe(context.Background()); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		// Journal what the halt did, so that a later process rebuilds the
-		// commanded values the actuators were really left at.
-		e.mu.Lock()
 		if a.Safe.Mode == actuators.SafeValue {
+			e.mu.Lock()
 			e.acts[name].commanded = a.Safe.Value
+			e.mu.Unlock()
 		}
-		if a.Safe.Mode != actuators.SafeHold && e.fatal == nil {
-			e.enqueue(&Record{Type: RecSafe, Actuator: name, Target: a.Safe.Value, Code: string(a.Safe.Mode)})
-		}
-		e.mu.Unlock()
-	}
-	if e.Err() == nil {
-		e.sync()
 	}
 	return errors.Join(errs...)
 }

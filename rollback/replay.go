@@ -205,6 +205,18 @@ func (e *Engine) Recover() ([]*Report, error) {
 		rep.Recovered = true
 		reps = append(reps, rep)
 	}
+	if e.halted {
+		// The halt is latched: make it true of the world again. The
+		// previous process may have died before (or while) moving every
+		// actuator to its safe policy, and replay took the SAFE records'
+		// values as commanded.
+		e.mu.Unlock()
+		err := e.goSafeAll()
+		e.mu.Lock()
+		if err != nil {
+			e.log.Error("recovery: safe policies of the latched halt", "err", err)
+		}
+	}
 	if err := e.journal(&Record{Type: RecRecovery, Message: "recovery finished"}); err != nil {
 		return reps, err
 	}

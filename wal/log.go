@@ -164,7 +164,7 @@ func Open(dir string, opt Options) (*Log, error) {
 	l.onBatch = opt.OnBatch
 	l.flushTimer = time.AfterFunc(time.Hour, l.flushLazy)
 	l.flushTimer.Stop()
-	l.prep = newPreparer(fsys, dir, l.segSize)
+	l.prep = newPreparer(fsys, dir, l.segSize, opt.Deterministic)
 	l.maybePrepare(l.segOff)
 	go l.writer()
 	return l, nil

@@ -28,6 +28,13 @@ type Options struct {
 	// DefaultFlushDelay. Such records are lost by a crash within the delay;
 	// by design only records whose durability nobody needs are enqueued.
 	FlushDelay time.Duration
+	// Deterministic prepares each new segment on the writer's own
+	// goroutine when it is needed, instead of ahead of time in the
+	// background, so that the file-system calls come in an order fixed by
+	// the records alone: a crash "before the nth call" then means the same
+	// moment on every run. For model checking (internal/modelcheck); it
+	// makes rollovers slower.
+	Deterministic bool
 	// OnBatch, if set, is told of each batch once it is durable: the
 	// journal's latency and group-commit factor, for metrics. An interface
 	// rather than a func so that Options stay comparable.

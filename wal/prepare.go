@@ -37,15 +37,23 @@ type preparer struct {
 	out  chan prepared // capacity 1: the result
 	quit chan struct{}
 	done chan struct{}
+	// inline prepares on the caller's goroutine in take, instead of ahead
+	// of time (Options.Deterministic).
+	inline bool
 }
 
-func newPreparer(fsys FS, dir string, size int64) *preparer {
+func newPreparer(fsys FS, dir string, size int64, inline bool) *preparer {
 	p := &preparer{
 		fsys: fsys, dir: dir, size: size,
-		req:  make(chan struct{}, 1),
-		out:  make(chan prepared, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		req:    make(chan struct{}, 1),
+		out:    make(chan prepared, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		inline: inline,
+	}
+	if inline {
+		close(p.done)
+		return p
 	}
 	go p.run()
 	return p
@@ -71,11 +79,20 @@ func (p *preparer) run() {
 
 // take returns the prepared file, waiting for it if the preparer is still
 // at work.
-func (p *preparer) take() prepared { return <-p.out }
+func (p *preparer) take() prepared {
+	if p.inline {
+		return prepareSegment(p.fsys, p.dir, p.size)
+	}
+	return <-p.out
+}
 
 // request asks for the next file. The writer calls it only once the file it
 // took has been renamed away, as the next one reuses the temporary name.
-func (p *preparer) request() { p.req <- struct{}{} }
+func (p *preparer) request() {
+	if !p.inline {
+		p.req <- struct{}{}
+	}
+}
 
 // stop ends the preparer and deletes a prepared file nobody took.
 func (p *preparer) stop() {

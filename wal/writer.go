@@ -47,7 +47,11 @@ type roll struct {
 	prev  [32]byte // hash of the record before it
 }
 
-func newBatch() *batch { return &batch{buf: make([]byte, 0, 64<<10)} }
+// newBatch starts a batch buffer small: it grows by append to the largest
+// batch seen and keeps that capacity across resets, so a busy journal pays
+// for the growth once, and an idle or short-lived one (a recovery that finds
+// nothing to do, a model-checker run) does not clear 64 KiB it never uses.
+func newBatch() *batch { return &batch{buf: make([]byte, 0, 4<<10)} }
 
 func (b *batch) reset() {
 	b.buf, b.rolls, b.last, b.done = b.buf[:0], b.rolls[:0], 0, nil

@@ -1,0 +1,156 @@
+package modelcheck
+
+import (
+	"hash/fnv"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Invariants are what every case is checked against, in the words the
+// command prints.
+var Invariants = []string{
+	"intent durable before every effect: each step's INTENT and each compensation's COMP_INTENT survives a power cut taken at the moment its effect starts",
+	"no effect after a refusal: a command over the limits, on an ended saga or after a halt is refused with its code and no driver is called",
+	"no effect after a halt: no step or compensation starts once the engine is halted, in the run or in a recovery of a journal that latched halt",
+	"LIFO: within a saga, compensations run last step first, across crashes and recoveries",
+	"no step compensated twice: a step's bucket is journaled once, and no recovery moves a step whose bucket was durable",
+	"retries bounded: at most 1+retries known-failed compensation attempts per step",
+	"one bucket per step in every RollbackReport",
+	"clean iff every step compensated, in every report and in the journal's verdicts",
+	"in-doubt steps are compensated, unless a halt, an actuator with no undo or that step's own failing compensation prevents it",
+	"crash-free cases: every outcome, bucket and actuator position equals an independent model of the case",
+	"after recovery every actuator is where the journal says (its prior, its target, its safe value), or the journal reports it partial or detached — never silently elsewhere",
+	"the journal verifies after every crash (at most a torn tail) and after every recovery (intact)",
+	"no saga open or half-unwound after recovery",
+	"two sagas: one agent's lease expiry unwinds only its own actuators; the other's commit stands",
+}
+
+// Config bounds a check.
+type Config struct {
+	MaxSteps int // steps per case, 1..16
+	Sagas    int // 1: single sagas; 2: also two interleaved sagas
+	// AllRecoveryCrashes cuts the power at every mutating call of each
+	// recovery; otherwise at one call per crash case, chosen by the case's
+	// hash, so that the population covers every position.
+	AllRecoveryCrashes bool
+	Workers            int // 0: GOMAXPROCS
+	// Progress, when set, is called now and then with the cases run so far.
+	Progress func(cases int64)
+}
+
+// Result counts what a check ran and found.
+type Result struct {
+	Base, Crash, RecoveryCrash, TwoSaga  int64 // cases of each kind
+	CrashesStruck, RecoveryCrashesStruck int64
+	// CrashEquivalent counts crash points not run because an earlier cut
+	// of the same case leaves the same durable journal and world.
+	CrashEquivalent int64
+	Cases           int64
+	Failed          []*Outcome // sorted by case id order
+	Took            time.Duration
+}
+
+// Check enumerates every case within the bound and runs them in parallel.
+// Each crash-free case is run first to count its file-system calls; then
+// the power is cut before each of them in turn (and once past the end),
+// and each of those runs is recovered, also with a power cut during the
+// recovery.
+func Check(cfg Config) *Result {
+	start := time.Now()
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	base := BaseCases(cfg.MaxSteps)
+	if cfg.Sagas >= 2 {
+		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
+	}
+	res := &Result{}
+	var mu sync.Mutex
+	var done atomic.Int64
+	record := func(o *Outcome, kind *int64) {
+		n := done.Add(1)
+		mu.Lock()
+		*kind++
+		if !o.OK() {
+			res.Failed = append(res.Failed, o)
+		}
+		mu.Unlock()
+		if cfg.Progress != nil && n%2000 == 0 {
+			cfg.Progress(n)
+		}
+	}
+	jobs := make(chan Case)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range jobs {
+				o := Run(c)
+				if c.Sagas == 2 {
+					record(o, &res.TwoSaga)
+				} else {
+					record(o, &res.Base)
+				}
+				seen := map[crashClass]bool{}
+				for cut := 1; cut <= o.Ops+1; cut++ {
+					if cl := o.CrashClass[cut-1]; seen[cl] {
+						atomicAdd(&mu, &res.CrashEquivalent)
+						continue
+					} else {
+						seen[cl] = true
+					}
+					cc := c
+					cc.Crash = cut
+					co := Run(cc)
+					record(co, &res.Crash)
+					if co.Crashed {
+						atomicAdd(&mu, &res.CrashesStruck)
+					}
+					var cuts []int
+					if cfg.AllRecoveryCrashes {
+						for k := 1; k <= co.RecoveryOps; k++ {
+							cuts = append(cuts, k)
+						}
+					} else if co.RecoveryOps > 0 {
+						cuts = []int{1 + int(hash(cc.String())%uint64(co.RecoveryOps))}
+					}
+					for _, k := range cuts {
+						rc := cc
+						rc.RecoveryCrash = k
+						ro := Run(rc)
+						record(ro, &res.RecoveryCrash)
+						if ro.RecoveryCrashed {
+							atomicAdd(&mu, &res.RecoveryCrashesStruck)
+						}
+					}
+				}
+			}
+		}()
+	}
+	for _, c := range base {
+		jobs <- c
+	}
+	close(jobs)
+	wg.Wait()
+	res.Cases = done.Load()
+	sort.Slice(res.Failed, func(i, j int) bool { return res.Failed[i].Case.String() < res.Failed[j].Case.String() })
+	res.Took = time.Since(start)
+	return res
+}
+
+func atomicAdd(mu *sync.Mutex, v *int64) {
+	mu.Lock()
+	*v++
+	mu.Unlock()
+}
+
+func hash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}

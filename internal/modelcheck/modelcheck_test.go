@@ -1,0 +1,104 @@
+package modelcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCheck runs the model check to a bound that keeps the suite quick
+// (`saga-supervisor check --max-steps 6 --sagas 2` is the full one) and
+// fails on any violation, printing the first counterexamples.
+func TestCheck(t *testing.T) {
+	bound := 4
+	if raceEnabled {
+		bound = 3
+	}
+	res := Check(Config{MaxSteps: bound, Sagas: 2})
+	t.Logf("%d cases: %d crash-free, %d two-saga, %d power cuts (%d struck), %d cuts in recovery (%d struck), %d equivalent cut points, in %v",
+		res.Cases, res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.CrashEquivalent, res.Took)
+	for i, o := range res.Failed {
+		if i == 3 {
+			t.Errorf("... and %d more", len(res.Failed)-3)
+			break
+		}
+		t.Errorf("%s", o)
+	}
+	// Guard against a vacuous pass: the bound must have produced every
+	// kind of case, and most cuts must have struck mid-run.
+	if res.Base != int64(len(BaseCases(bound))) || res.TwoSaga != int64(len(TwoSagaCases(bound))) {
+		t.Errorf("ran %d+%d crash-free cases, enumerated %d+%d", res.Base, res.TwoSaga, len(BaseCases(bound)), len(TwoSagaCases(bound)))
+	}
+	if res.CrashesStruck < res.Crash/2 || res.RecoveryCrashesStruck < res.RecoveryCrash/2 {
+		t.Errorf("too few power cuts struck: %d of %d, %d of %d in recovery", res.CrashesStruck, res.Crash, res.RecoveryCrashesStruck, res.RecoveryCrash)
+	}
+}
+
+// The enumeration covers the dimensions the check promises, and every case
+// id reads back as the same case.
+func TestCasesEnumerateAndRoundTrip(t *testing.T) {
+	cases := BaseCases(6)
+	seen := map[string]bool{}
+	shapes := map[Shape]int{}
+	orphans, compFails := 0, 0
+	for _, c := range cases {
+		id := c.String()
+		if seen[id] {
+			t.Fatalf("case %s enumerated twice", id)
+		}
+		seen[id] = true
+		back, err := ParseCase(id)
+		if err != nil || back != c {
+			t.Fatalf("case %s reads back as %+v, %v", id, back, err)
+		}
+		shapes[c.Shape]++
+		if c.Orphan > 0 {
+			orphans++
+		}
+		if c.CompFail != 0 {
+			compFails++
+		}
+	}
+	if len(shapes) != 4 || orphans == 0 || compFails == 0 {
+		t.Errorf("enumeration misses a dimension: shapes %v, %d orphan cases, %d with failing compensations", shapes, orphans, compFails)
+	}
+	// The inspiring library checks 321 failure shapes for up to 6 steps;
+	// the crash-free cases alone must be well past ten times that.
+	if len(cases) < 3210/2 {
+		t.Errorf("%d crash-free cases for 6 steps", len(cases))
+	}
+	for _, c := range TwoSagaCases(6) {
+		back, err := ParseCase(c.String())
+		if err != nil || back != c {
+			t.Fatalf("case %s reads back as %+v, %v", c, back, err)
+		}
+	}
+	for _, bad := range []string{"", "n0.commit.comp0.orphan0.crash0.rcrash0", "n2.f3-failed.comp0.orphan0.crash0.rcrash0",
+		"n2.commit.comp8.orphan0.crash0.rcrash0", "n2.f1-weird.comp0.orphan0.crash0.rcrash0", "n2.commit.comp0.orphan0.crash-1.rcrash0"} {
+		if _, err := ParseCase(bad); err == nil {
+			t.Errorf("ParseCase(%q) accepted", bad)
+		}
+	}
+}
+
+// The checks can fail: a world moved behind the engine's back and a
+// compensation out of order are each caught.
+func TestChecksCatchWrongWorlds(t *testing.T) {
+	c := Case{Steps: 3, End: Abort, Sagas: 1}
+	if o := Run(c); !o.OK() {
+		t.Fatalf("%s", o)
+	}
+
+	r := newRobot(c)
+	r.devs["elbow"].Set(t.Context(), 42) // nobody asked for this
+	r.predictAndCompare(nil)
+	if !strings.Contains(strings.Join(r.violation, "\n"), "elbow is at 42") {
+		t.Errorf("a moved elbow went unnoticed: %q", r.violation)
+	}
+
+	r = newRobot(c)
+	r.calls = []call{{kind: compCall, saga: 1, step: 1}, {kind: compCall, saga: 1, step: 3}}
+	r.checkLIFO()
+	if len(r.violation) != 1 {
+		t.Errorf("an out-of-order unwind went unnoticed: %q", r.violation)
+	}
+}

@@ -1,0 +1,399 @@
+package modelcheck
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+	"github.com/saga-supervisor/saga-supervisor/wal/crashfs"
+)
+
+// Outcome is what one case did and whether every invariant held.
+type Outcome struct {
+	Case Case
+	// Ops is how many mutating file-system calls the run made (the crash
+	// points of its crash-free case); RecoveryOps the same for the recovery
+	// after its crash.
+	Ops, RecoveryOps int
+	// CrashClass is, for a crash-free case, the equivalence class of a
+	// power cut before each call c = 1..Ops+1 (index c-1): cuts in one class
+	// leave the same durable journal and the same world, so one of them
+	// stands for all (see Check).
+	CrashClass []crashClass
+	// Crashed: the power cut struck (it may lie past the end of the run).
+	Crashed, RecoveryCrashed bool
+	Violations               []string
+	Calls                    []string
+	Reports                  []string
+}
+
+// OK reports whether every invariant held.
+func (o *Outcome) OK() bool { return len(o.Violations) == 0 }
+
+func (o *Outcome) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "case %s: ", o.Case)
+	if o.OK() {
+		b.WriteString("ok\n")
+	} else {
+		fmt.Fprintf(&b, "%d violations\n", len(o.Violations))
+		for _, v := range o.Violations {
+			fmt.Fprintf(&b, "  VIOLATION %s\n", v)
+		}
+	}
+	b.WriteString("  driver calls:\n")
+	for _, c := range o.Calls {
+		fmt.Fprintf(&b, "    %s\n", c)
+	}
+	for _, r := range o.Reports {
+		fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(strings.TrimSpace(r), "\n", "\n  "))
+	}
+	return b.String()
+}
+
+func (p *proc) options(r *robot) recovery.Options {
+	return recovery.Options{Dir: journalDir, NoLock: true,
+		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
+		Engine: rollback.Config{Actuators: r.registry(p), Durability: rollback.EveryStep, Order: rollback.Retrace,
+			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond}}
+}
+
+// Run runs one case and checks it.
+func Run(c Case) *Outcome {
+	if c.Sagas == 0 {
+		c.Sagas = 1
+	}
+	r := newRobot(c)
+	defer r.world.Close()
+	o := &Outcome{Case: c}
+	run := &proc{id: 0, fs: crashfs.New()}
+	var syncs []int // sync-like calls among the first k, by k
+	if c.Crash > 0 {
+		run.fs.CutPowerAt(c.Crash, crashfs.DropUnsynced())
+	} else {
+		n := 0
+		syncs = append(syncs, 0)
+		run.fs.SetFault(func(op crashfs.Op) error {
+			if op.Kind == crashfs.OpSync || op.Kind == crashfs.OpSyncDir {
+				n++
+			}
+			syncs = append(syncs, n)
+			return nil
+		})
+	}
+	var reports []*rollback.Report
+	res, err := recovery.Open(run.options(r))
+	if err == nil {
+		run.engine.Store(res.Engine)
+		reports = r.drive(run, res.Engine)
+		res.Close()
+	} else if run.fs.AfterCrash() == nil {
+		r.violate("run: a fresh journal did not open: %v", err)
+	}
+	o.Ops = run.fs.Ops()
+	if c.Crash == 0 {
+		o.CrashClass = r.crashClasses(syncs, o.Ops)
+	}
+	img := run.fs.AfterCrash()
+	o.Crashed = img != nil
+	if img == nil {
+		// No crash, or the cut lay past the end of the run: check the run's
+		// own reports against the model, then recover the journal as a
+		// restart would find it (every record was synced by Close).
+		if c.Crash == 0 {
+			r.predictAndCompare(reports)
+		}
+		img = run.fs.Crash(crashfs.DropUnsynced())
+	}
+	r.checkReports("run", reports)
+	if c.Crash > 0 {
+		r.recoverAndCheck(o, img)
+	}
+	o.Violations = r.violation
+	for _, cl := range r.calls {
+		o.Calls = append(o.Calls, cl.String())
+	}
+	for _, rep := range reports {
+		o.Reports = append(o.Reports, rep.String())
+	}
+	return o
+}
+
+// crashClass identifies what a power cut leaves: the durable image is
+// fixed by the sync-like calls (File.Sync, SyncDir) done before the cut,
+// the world by the driver calls made before it; after the cut nothing
+// reaches the disk or the world. The run is deterministic
+// (wal.Options.Deterministic, no flush timer), so equal classes mean equal
+// crash states.
+type crashClass struct{ syncs, calls int }
+
+func (r *robot) crashClasses(syncs []int, ops int) []crashClass {
+	out := make([]crashClass, ops+1)
+	for c := 1; c <= ops+1; c++ {
+		calls := 0
+		for _, k := range r.opsAtCall {
+			if k < c {
+				calls++
+			}
+		}
+		out[c-1] = crashClass{syncs: syncs[min(c-1, len(syncs)-1)], calls: calls}
+	}
+	return out
+}
+
+// drive plays the case's agents against the engine. It stops at the first
+// error after the power cut: a dead computer acknowledges nothing.
+func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
+	c := r.c
+	var reports []*rollback.Report
+	dead := func() bool { return p.fs.AfterCrash() != nil }
+	unexpected := func(what string, err error) {
+		if !dead() {
+			r.violate("run: %s: unexpected error %v", what, err)
+		}
+	}
+	owners := []rollback.Owner{{Agent: "a", Lease: "la", Epoch: 1}, {Agent: "b", Lease: "lb", Epoch: 2}}
+	sagaIDs := make([]uint64, c.Sagas)
+	for i := range sagaIDs {
+		id, err := e.Begin(owners[i])
+		if err != nil {
+			unexpected("begin", err)
+			return reports
+		}
+		sagaIDs[i] = id
+	}
+	closed := make([]bool, c.Sagas)
+	probed := false
+	for k := range r.steps {
+		st := &r.steps[k]
+		if closed[st.saga-1] {
+			// The saga ended (its agent's lease expired): a late command is
+			// refused and moves nothing.
+			if !r.noEffect(func() error {
+				_, err := e.Step(sagaIDs[st.saga-1], owners[st.saga-1], rollback.Command{ID: fmt.Sprintf("late%d", k), Actuator: st.act, Value: st.target})
+				return err
+			}) && !dead() {
+				r.violate("run: a command on an ended saga was not refused")
+			}
+			continue
+		}
+		r.mu.Lock()
+		r.expect = st
+		r.mu.Unlock()
+		_, err := e.Step(sagaIDs[st.saga-1], owners[st.saga-1], rollback.Command{ID: fmt.Sprint(k), Actuator: st.act, Value: st.target})
+		r.mu.Lock()
+		r.expect = nil
+		r.mu.Unlock()
+		if c.Sagas != 2 && st.n == c.Fault {
+			want := rollback.CodeStepInDoubt
+			if c.Shape == Failed {
+				want = rollback.CodeStepFailed
+			}
+			if code := rollback.CodeOf(err); code != want && !dead() {
+				r.violate("run: step %d failed with %q (%v), want %s", st.n, code, err, want)
+			}
+			var ee *rollback.Error
+			if errors.As(err, &ee) && ee.Report != nil {
+				reports = append(reports, ee.Report)
+			}
+			return r.haltProbe(p, e, owners[0], reports)
+		}
+		if err != nil {
+			unexpected(fmt.Sprintf("step %d", st.n), err)
+			return reports
+		}
+		if !probed && c.Sagas != 2 {
+			// The refusal probe: a command over the limits is refused with
+			// its code, and nothing moves.
+			probed = true
+			var code rollback.Code
+			if !r.noEffect(func() error {
+				_, err := e.Step(sagaIDs[0], owners[0], rollback.Command{ID: "probe", Actuator: st.act, Value: refusedValue})
+				code = rollback.CodeOf(err)
+				return err
+			}) && !dead() {
+				r.violate("run: a command over the limits was not refused")
+			}
+			if code != rollback.Code(limits.LimitMax) && !dead() {
+				r.violate("run: the refusal probe got %q, want %s", code, limits.LimitMax)
+			}
+		}
+		if c.Sagas == 2 && st.saga == 1 && st.n == c.Expire {
+			// The first agent's lease runs out now.
+			reports = append(reports, e.AbortAgent(owners[0].Agent, "lease expired")...)
+			closed[0] = true
+		}
+	}
+	switch {
+	case c.Sagas == 2 || c.End == Commit:
+		for i, id := range sagaIDs {
+			if closed[i] {
+				continue
+			}
+			if err := e.Commit(id, owners[i]); err != nil {
+				unexpected("commit", err)
+				return reports
+			}
+		}
+	case c.End == Abort:
+		rep, err := e.Abort(sagaIDs[0], owners[0], "agent aborted")
+		if err != nil {
+			unexpected("abort", err)
+		}
+		if rep != nil {
+			reports = append(reports, rep)
+		}
+	}
+	return r.haltProbe(p, e, owners[0], reports)
+}
+
+// noEffect runs fn and reports whether it failed without any driver call.
+func (r *robot) noEffect(fn func() error) bool {
+	r.mu.Lock()
+	before := len(r.calls)
+	r.mu.Unlock()
+	err := fn()
+	r.mu.Lock()
+	after := len(r.calls)
+	r.mu.Unlock()
+	if after != before {
+		r.violate("run: a refused command moved something: %v", r.calls[before:after])
+	}
+	return err != nil
+}
+
+// haltProbe: once halted, nothing new may begin, and nothing moves.
+func (r *robot) haltProbe(p *proc, e *rollback.Engine, o rollback.Owner, reports []*rollback.Report) []*rollback.Report {
+	if h, _ := e.Halted(); !h || p.fs.AfterCrash() != nil {
+		return reports
+	}
+	var code rollback.Code
+	if !r.noEffect(func() error {
+		id, err := e.Begin(o)
+		if err == nil {
+			_, err = e.Step(id, o, rollback.Command{ID: "after-halt", Actuator: "base", Value: 50})
+		}
+		code = rollback.CodeOf(err)
+		return err
+	}) {
+		r.violate("run: a command after the halt was not refused")
+	}
+	if code != rollback.CodeHalted && p.fs.AfterCrash() == nil {
+		r.violate("run: a command after the halt got %q, want %s", code, rollback.CodeHalted)
+	}
+	return reports
+}
+
+// recoverAndCheck recovers the crash image, perhaps cutting the power
+// during recovery once, and checks everything that must hold afterwards.
+func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
+	before := journalFacts(img)
+	// A power cut may leave a torn tail (Open cuts it); anything else is
+	// corruption.
+	// The power may also go before the journal's directory is durable:
+	// then nothing was acknowledged (and, by the first invariant, nothing
+	// moved), and recovery starts a new journal.
+	if vr, err := wal.Verify(journalDir, wal.Options{FS: img}); (err != nil && !errors.Is(err, fs.ErrNotExist)) || vr.Broken != nil {
+		r.violate("the journal does not verify after the crash: %+v %v", vr, err)
+		return
+	}
+	id := 1
+	if r.c.RecoveryCrash > 0 {
+		tmp := img.Crash(crashfs.KeepAll())
+		tmp.CutPowerAt(r.c.RecoveryCrash, crashfs.DropUnsynced())
+		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted}
+		mark := len(r.calls)
+		if res, err := recovery.Open(p.options(r)); err == nil {
+			r.checkReports(p.label(), res.Reports)
+			res.Close()
+		} else if tmp.AfterCrash() == nil {
+			r.violate("%s: recovery refused: %v", p.label(), err)
+		}
+		r.checkRecoveryCalls(p, before, mark)
+		o.RecoveryOps = tmp.Ops()
+		id++
+		if after := tmp.AfterCrash(); after != nil {
+			o.RecoveryCrashed = true
+			img = after
+			before = journalFacts(img)
+		} else {
+			img = tmp.Crash(crashfs.KeepAll())
+			before = journalFacts(img)
+		}
+	}
+	p := &proc{id: id, fs: img, haltedAtStart: before.halted}
+	mark := len(r.calls)
+	res, err := recovery.Open(p.options(r))
+	if err != nil {
+		r.violate("%s: recovery refused: %v", p.label(), err)
+		return
+	}
+	p.engine.Store(res.Engine)
+	if o.RecoveryOps == 0 {
+		o.RecoveryOps = img.Ops()
+	}
+	r.checkRecoveryCalls(p, before, mark)
+	r.checkReports(p.label(), res.Reports)
+	if open := res.Engine.OpenSagas(); len(open) != 0 {
+		r.violate("%s: sagas %v still open after recovery", p.label(), open)
+	}
+	if err := res.Close(); err != nil {
+		r.violate("%s: close: %v", p.label(), err)
+	}
+	if vr, err := wal.Verify(journalDir, wal.Options{FS: img}); err != nil || !vr.OK() {
+		r.violate("%s: the journal does not verify after recovery: %+v %v", p.label(), vr, err)
+	}
+	r.checkFinal(img)
+}
+
+// facts is what a journal says that later processes must respect.
+type facts struct {
+	halted  bool
+	settled map[[2]int]bool // (engine saga, step) whose bucket is durable
+}
+
+func journalFacts(fs *crashfs.FS) facts {
+	f := facts{settled: map[[2]int]bool{}}
+	scanJournal(fs, func(rec rollback.Record) {
+		switch rec.Type {
+		case rollback.RecHalt:
+			f.halted = true
+		case rollback.RecReset:
+			f.halted = false
+		case rollback.RecCompDone:
+			if rec.Code != "" {
+				f.settled[[2]int{int(rec.Saga), int(rec.Step)}] = true
+			}
+		}
+	})
+	return f
+}
+
+// checkRecoveryCalls: a recovery moves nothing forward, never compensates a
+// step whose bucket was already durable, and compensates nothing when the
+// journal had latched halt.
+func (r *robot) checkRecoveryCalls(p *proc, before facts, mark int) {
+	r.mu.Lock()
+	calls := append([]call(nil), r.calls[mark:]...)
+	r.mu.Unlock()
+	for _, c := range calls {
+		switch c.kind {
+		case forwardCall:
+			r.violate("%s: a forward effect during recovery: %s", p.label(), c)
+		case compCall:
+			// Engine saga ids follow Begin order: saga 1 is the first agent's.
+			if before.settled[[2]int{c.saga, c.step}] {
+				r.violate("%s: %s compensated a second time (its bucket was durable)", p.label(), c)
+			}
+			if before.halted {
+				r.violate("%s: %s after a latched halt", p.label(), c)
+			}
+		}
+	}
+}
