@@ -106,23 +106,22 @@ func Check(cfg Config) *Result {
 					}
 					cc := c
 					cc.Crash = cut
-					co := Run(cc)
-					record(co, &res.Crash)
-					if co.Crashed {
+					outs := RunRecoveries(cc, func(first *Outcome) []int {
+						var cuts []int
+						if cfg.AllRecoveryCrashes {
+							for k := 1; k <= first.RecoveryOps; k++ {
+								cuts = append(cuts, k)
+							}
+						} else if first.RecoveryOps > 0 {
+							cuts = []int{1 + int(hash(cc.String())%uint64(first.RecoveryOps))}
+						}
+						return cuts
+					})
+					record(outs[0], &res.Crash)
+					if outs[0].Crashed {
 						atomicAdd(&mu, &res.CrashesStruck)
 					}
-					var cuts []int
-					if cfg.AllRecoveryCrashes {
-						for k := 1; k <= co.RecoveryOps; k++ {
-							cuts = append(cuts, k)
-						}
-					} else if co.RecoveryOps > 0 {
-						cuts = []int{1 + int(hash(cc.String())%uint64(co.RecoveryOps))}
-					}
-					for _, k := range cuts {
-						rc := cc
-						rc.RecoveryCrash = k
-						ro := Run(rc)
+					for _, ro := range outs[1:] {
 						record(ro, &res.RecoveryCrash)
 						if ro.RecoveryCrashed {
 							atomicAdd(&mu, &res.RecoveryCrashesStruck)

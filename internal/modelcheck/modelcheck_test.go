@@ -88,14 +88,14 @@ func TestChecksCatchWrongWorlds(t *testing.T) {
 		t.Fatalf("%s", o)
 	}
 
-	r := newRobot(c)
+	r := newRobot(c, nil)
 	r.devs["elbow"].Set(t.Context(), 42) // nobody asked for this
 	r.predictAndCompare(nil)
 	if !strings.Contains(strings.Join(r.violation, "\n"), "elbow is at 42") {
 		t.Errorf("a moved elbow went unnoticed: %q", r.violation)
 	}
 
-	r = newRobot(c)
+	r = newRobot(c, nil)
 	r.calls = []call{{kind: compCall, saga: 1, step: 1}, {kind: compCall, saga: 1, step: 3}}
 	r.checkLIFO()
 	if len(r.violation) != 1 {

@@ -66,10 +66,19 @@ func (p *proc) options(r *robot) recovery.Options {
 
 // Run runs one case and checks it.
 func Run(c Case) *Outcome {
+	return RunRecoveries(c, func(*Outcome) []int { return nil })[0]
+}
+
+// RunRecoveries runs the case once. With a power cut, it then recovers the
+// crash image as the case says, and again, from fresh copies of the image
+// and the world, once for each recovery cut that more returns when shown
+// the first outcome: so the cuts can depend on how many calls the first
+// recovery made, and the run before the crash is not repeated.
+func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 	if c.Sagas == 0 {
 		c.Sagas = 1
 	}
-	r := newRobot(c)
+	r := newRobot(c, nil)
 	defer r.world.Close()
 	o := &Outcome{Case: c}
 	run := &proc{id: 0, fs: crashfs.New()}
@@ -112,9 +121,27 @@ func Run(c Case) *Outcome {
 		img = run.fs.Crash(crashfs.DropUnsynced())
 	}
 	r.checkReports("run", reports)
-	if c.Crash > 0 {
-		r.recoverAndCheck(o, img)
+	if c.Crash == 0 {
+		return []*Outcome{r.finish(o, reports)}
 	}
+	recoverFrom := func(rc Case) *Outcome {
+		r2 := newRobot(rc, r)
+		defer r2.world.Close()
+		o2 := &Outcome{Case: rc, Ops: o.Ops, Crashed: o.Crashed}
+		r2.recoverAndCheck(o2, img.Crash(crashfs.KeepAll()))
+		return r2.finish(o2, reports)
+	}
+	first := recoverFrom(c)
+	outs := []*Outcome{first}
+	for _, k := range more(first) {
+		rc := c
+		rc.RecoveryCrash = k
+		outs = append(outs, recoverFrom(rc))
+	}
+	return outs
+}
+
+func (r *robot) finish(o *Outcome, reports []*rollback.Report) *Outcome {
 	o.Violations = r.violation
 	for _, cl := range r.calls {
 		o.Calls = append(o.Calls, cl.String())

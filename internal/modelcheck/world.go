@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,10 +145,30 @@ type robot struct {
 	violation []string
 }
 
-func newRobot(c Case) *robot {
+// newRobot makes the robot of case c. With from, it starts as a copy of
+// from's robot after its run: the same world positions, the same call log
+// and violations so far (a recovery variant of a crash case).
+func newRobot(c Case, from *robot) *robot {
 	r := &robot{c: c, steps: c.plan(), world: sim.NewMemoryWorld(), devs: map[string]actuators.Driver{}}
+	pos := initial
+	var snap map[string]sim.DeviceState
+	if from != nil {
+		snap = from.world.Snapshot()
+		pos = map[string]float64{}
+		for n, st := range snap {
+			pos[n] = st.Commanded
+		}
+		from.mu.Lock()
+		r.calls = slices.Clone(from.calls)
+		r.violation = slices.Clone(from.violation)
+		from.mu.Unlock()
+	}
 	for _, n := range servoNames {
-		r.devs[n] = r.world.Servo(n, initial[n], 0)
+		s := r.world.Servo(n, pos[n], 0)
+		if snap[n].Detached {
+			s.Halt()
+		}
+		r.devs[n] = s
 	}
 	r.devs[pulseName] = r.world.Pulse(pulseName)
 	return r
