@@ -59,6 +59,13 @@ type ReadBacker interface {
 // gone. An effect attempted over a lost link is in doubt.
 var ErrLinkLost = errors.New("actuators: link lost")
 
+// ErrNoReading is wrapped by a ReadBack that has nothing to report because
+// the output is not being driven — a PWM servo never commanded since the
+// process started, or detached by its safe policy. It is not a fault: the
+// supervisor shows it in its status but does not count it against
+// readiness (an unreachable device is ErrLinkLost, or any other error).
+var ErrNoReading = errors.New("actuators: output not driven, nothing to read back")
+
 // SafeMode names a safe policy.
 type SafeMode string
 

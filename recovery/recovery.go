@@ -18,6 +18,11 @@ type Options struct {
 	// NoLock skips the directory lock. Only for an in-memory file system
 	// (wal.Options.FS) in tests, where there is no second process.
 	NoLock bool
+	// HaltFirst, if set, is asked after the journal is replayed and before
+	// open sagas are finished; a non-empty answer (an e-stop found pressed
+	// at start) latches halt first, so that recovery moves nothing but the
+	// safe policies: open sagas end unresolved.
+	HaltFirst func() string
 }
 
 // Result is a journal taken over and an engine ready to serve.
@@ -86,7 +91,21 @@ func Open(opt Options) (_ *Result, err error) {
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
 	}
-	res.Reports, err = res.Engine.Recover()
+	if opt.HaltFirst != nil {
+		if why := opt.HaltFirst(); why != "" {
+			// Halt before Recover: open sagas end unresolved and every
+			// actuator goes to its safe policy — nothing is compensated.
+			res.Reports, _ = res.Engine.Halt(why)
+			for _, rep := range res.Reports {
+				rep.Recovered = true
+			}
+			if err := res.Engine.Err(); err != nil {
+				return nil, fmt.Errorf("recovery: halting first: %w", err)
+			}
+		}
+	}
+	reps, err := res.Engine.Recover()
+	res.Reports = append(res.Reports, reps...)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: finishing open sagas: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -26,15 +27,19 @@ type Built struct {
 	Options Options
 	World   *sim.World
 	devices *mqtt.DeviceLink // nil: no mqtt actuators
+	closers []io.Closer      // hardware opened for drivers: e-stop watcher, I2C buses
 }
 
 // Close releases what FromConfig opened.
 func (b *Built) Close() error {
-	var err error
+	var errs []error
 	if b.devices != nil {
-		err = b.devices.Close()
+		errs = append(errs, b.devices.Close())
 	}
-	return errors.Join(err, b.World.Close())
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i].Close())
+	}
+	return errors.Join(append(errs, b.World.Close())...)
 }
 
 // FromConfig builds actuators and supplies with their drivers, and every
@@ -86,6 +91,8 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 				AckTopic: a.MQTT.AckTopic, StateTopic: a.MQTT.StateTopic}); derr == nil {
 				d = dev.Driver()
 			}
+		case "gpio":
+			d, derr = gpioDriver(a)
 		default:
 			derr = fmt.Errorf("driver %q is not available in this build", a.Driver)
 		}
@@ -104,11 +111,39 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 	supplies := NewSupplies()
 	for _, name := range cfg.SupplyNames() {
 		sc := cfg.Supplies[name]
-		if sc.Driver != "sim" {
+		var src VoltSource
+		switch sc.Driver {
+		case "sim":
+			src = world.Supply(name, sc.Sim.Volts)
+		case "ina219", "ina226":
+			m, bus, err := openPowerMonitor(sc)
+			if bus != nil {
+				b.closers = append(b.closers, bus)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%s: supplies.%s: %w", cfg.Where("supplies."+name), name, err))
+			}
+			src = m
+		default:
 			return fail(fmt.Errorf("%s: supplies.%s: driver %q is not available in this build", cfg.Where("supplies."+name), name, sc.Driver))
 		}
-		if err := supplies.Add(sc.Spec(name), world.Supply(name, sc.Sim.Volts)); err != nil {
+		if err := supplies.Add(sc.Spec(name), src); err != nil {
 			return fail(err)
+		}
+	}
+	line := &HaltLine{}
+	var inputs []Input
+	if cfg.EStop.Driver == "gpio" {
+		es, err := openEStop(cfg.EStop, line)
+		if es != nil {
+			b.closers = append(b.closers, es)
+			// Even a pin that failed to open is watched: it reports not
+			// ready (fail closed) rather than stopping the daemon, so
+			// status shows why.
+			inputs = append(inputs, es)
+		}
+		if err != nil {
+			lg.Error("e-stop", "pin", cfg.EStop.Pin, "err", err)
 		}
 	}
 	b.Options = Options{
@@ -121,6 +156,8 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		ResetToken: cfg.HTTP.ResetToken.Reveal(),
 		Topics:     mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device},
 		Logger:     lg,
+		Inputs:     inputs,
+		HaltLine:   line,
 	}
 	return b, nil
 }

@@ -83,6 +83,7 @@ func (s *Supervisor) Status() Status {
 		st.Journal.Error = err.Error()
 		reasons = append(reasons, "journal failed: "+err.Error())
 	}
+	reasons = append(reasons, inputReasons(s.opt.Inputs)...)
 	for _, sup := range s.supplies.States(now) {
 		j := SupplyJSON{Name: sup.Name, Volts: sup.Volts, Known: sup.Known, Stale: sup.Stale, Tripped: sup.Tripped,
 			Code: string(sup.Code), Action: sup.Action.String(), ReadError: sup.ReadError}
@@ -101,9 +102,13 @@ func (s *Supervisor) Status() Status {
 			cancel()
 			if err != nil {
 				as.Error = err.Error()
-				if errors.Is(err, actuators.ErrLinkLost) {
+				switch {
+				case errors.Is(err, actuators.ErrNoReading):
+					// Not driven (never commanded, or detached): nothing
+					// to compare, and nothing wrong.
+				case errors.Is(err, actuators.ErrLinkLost):
 					reasons = append(reasons, fmt.Sprintf("actuator %s: link lost", name))
-				} else {
+				default:
 					reasons = append(reasons, fmt.Sprintf("actuator %s: cannot be read: %v", name, err))
 				}
 			} else {

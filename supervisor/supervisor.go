@@ -46,6 +46,12 @@ type Options struct {
 	// Registry receives the supervisor's metrics (with the Go and process
 	// collectors). nil: a registry of its own; see Supervisor.Registry.
 	Registry *prometheus.Registry
+	// Inputs are safety inputs (an e-stop, a controller board's link):
+	// each one not ready makes the supervisor not ready.
+	Inputs []Input
+	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
+	// triggered before New halts before crash recovery moves anything.
+	HaltLine *HaltLine
 }
 
 // Publisher sends MQTT messages; the MQTT transport implements it.
@@ -105,7 +111,23 @@ func New(opt Options) (*Supervisor, error) {
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
-	res, err := recovery.Open(recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec})
+	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec}
+	ro.HaltFirst = func() string {
+		if opt.HaltLine != nil {
+			if why := opt.HaltLine.take(); why != "" {
+				return why
+			}
+		}
+		// An e-stop settles its first reading when opened, before its
+		// watcher reports the press: ask it directly.
+		for _, in := range opt.Inputs {
+			if p, ok := in.(interface{ Pressed() bool }); ok && p.Pressed() {
+				return in.Name() + ": pressed (or unreadable) at start"
+			}
+		}
+		return ""
+	}
+	res, err := recovery.Open(ro)
 	if err != nil {
 		m.unregister()
 		return nil, err
@@ -129,6 +151,9 @@ func New(opt Options) (*Supervisor, error) {
 	}
 	s.refresh()
 	m.state.attach(s)
+	if opt.HaltLine != nil {
+		opt.HaltLine.bind(s)
+	}
 	go s.poll()
 	return s, nil
 }

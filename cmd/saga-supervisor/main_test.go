@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,13 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// Fuzzing runs only a fuzz target, in this process and in fuzz
+		// workers: none needs the binary, and building the race binary in
+		// every worker would eat the whole fuzzing budget.
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "saga-bin-")
 	if err != nil {
 		panic(err)

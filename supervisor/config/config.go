@@ -50,6 +50,8 @@ type Config struct {
 	Sim       Sim                 `yaml:"sim"`
 	Supplies  map[string]Supply   `yaml:"supplies"`
 	Actuators map[string]Actuator `yaml:"actuators"` // at least one
+	// EStop is an emergency-stop input; none by default.
+	EStop EStop `yaml:"estop"`
 
 	file     string
 	at       map[string]place // dotted path → where it was written
@@ -141,6 +143,7 @@ type Supply struct {
 	// Driver reads the voltage. Only "sim" exists so far.
 	Driver string    `yaml:"driver"`
 	Sim    SimSupply `yaml:"sim"`
+	I2C    I2CSupply `yaml:"i2c"` // driver: ina219 or ina226
 	// MinVolts and MaxVolts bound the rail; required.
 	MinVolts float64 `yaml:"min_volts"`
 	MaxVolts float64 `yaml:"max_volts"`
@@ -158,6 +161,22 @@ type Supply struct {
 	Action limits.Action `yaml:"action"`
 }
 
+// I2CSupply configures a supply read by an INA219 or INA226 power monitor
+// on an I2C bus (driver: ina219 or ina226).
+type I2CSupply struct {
+	// Bus is the I2C bus as periph names it: "1" for /dev/i2c-1 on a
+	// Raspberry Pi, or "" for the first bus found.
+	Bus string `yaml:"bus"`
+	// Addr is the chip's 7-bit address (default 0x40, the address with
+	// both address pins grounded).
+	Addr int `yaml:"addr"`
+	// ShuntOhms is the shunt resistor, for the current reading (0: none).
+	ShuntOhms float64 `yaml:"shunt_ohms"`
+	// Averages is how many samples each reading averages (0: the chip
+	// driver's default, 16).
+	Averages int `yaml:"averages"`
+}
+
 // SimSupply configures a simulated supply.
 type SimSupply struct {
 	// Volts is the voltage a new simulated supply starts at (default: the
@@ -173,6 +192,7 @@ type Actuator struct {
 	Driver string       `yaml:"driver"`
 	Sim    SimActuator  `yaml:"sim"`
 	MQTT   MQTTActuator `yaml:"mqtt"` // required with driver: mqtt, refused otherwise
+	GPIO   GPIOActuator `yaml:"gpio"` // required with driver: gpio, refused otherwise
 	// Min and Max bound every command; required, except for pwm and digital
 	// where they default to 0 and 1 (and must lie within [0, 1]).
 	Min float64 `yaml:"min"`
@@ -217,6 +237,64 @@ type MQTTActuator struct {
 	SetTopic   string `yaml:"set_topic"`   // required: where setpoints and halts are published
 	AckTopic   string `yaml:"ack_topic"`   // required: where the device acknowledges them
 	StateTopic string `yaml:"state_topic"` // optional: the device's retained {"value":V}, read back
+}
+
+// GPIOActuator configures an output on the machine's own pins (driver:
+// gpio): a digital output (a relay, an enable line) on a GPIO pin, or a
+// hobby servo on a PWM channel — through the kernel's sysfs PWM interface
+// (pwm: sysfs, the default: Raspberry Pi 5, and no root needed) or periph's
+// PWM on the pin itself (pwm: periph: Raspberry Pi 4 and older, as root).
+type GPIOActuator struct {
+	// Pin names the pin as periph does ("GPIO17"): a digital output's pin,
+	// or a servo's with pwm: periph.
+	Pin string `yaml:"pin"`
+	// ActiveLow: 1 (on) drives the pin low, for relay boards that energise
+	// on low. Digital outputs only.
+	ActiveLow bool `yaml:"active_low"`
+	// InertOn: the detach safe policy switches the output on rather than
+	// off. Digital outputs only.
+	InertOn bool `yaml:"inert_on"`
+	// PWM is how a servo's pulses are made: sysfs (default) or periph.
+	PWM string `yaml:"pwm"`
+	// Chip and Channel select /sys/class/pwm/pwmchipN/pwmM (pwm: sysfs).
+	Chip    int `yaml:"chip"`
+	Channel int `yaml:"channel"`
+	// SysfsRoot is the PWM class directory (default /sys/class/pwm).
+	SysfsRoot string `yaml:"sysfs_root"`
+	// MinPulse and MaxPulse are the pulse widths at MinAngle and MaxAngle:
+	// the servo's calibration, required (e.g. 500us and 2500us for
+	// -90..90). The actuator's min and max must lie within the angles.
+	MinPulse time.Duration `yaml:"min_pulse"`
+	MaxPulse time.Duration `yaml:"max_pulse"`
+	MinAngle float64       `yaml:"min_angle"`
+	MaxAngle float64       `yaml:"max_angle"`
+	// Period is the pulse period (default 20ms: 50 Hz).
+	Period time.Duration `yaml:"period"`
+}
+
+// EStop configures an emergency-stop input. Pressing it halts the
+// supervisor (every actuator to its safe policy, every command refused
+// until an operator resets); while it is pressed, or cannot be read, the
+// supervisor is not ready, so a reset is refused too. Found pressed at
+// start, it halts before crash recovery moves anything.
+type EStop struct {
+	// Driver is "" (no e-stop, the default) or gpio.
+	Driver string `yaml:"driver"`
+	// Pin names the input pin as periph does ("GPIO27"). Required.
+	Pin string `yaml:"pin"`
+	// ActiveHigh: pressed reads high. The default, active-low (pressed
+	// reads low), suits a normally-open button to ground; a normally-closed
+	// contact to ground with active_high also stops on a cut wire.
+	ActiveHigh bool `yaml:"active_high"`
+	// Pull is the input's pull resistor: up, down or float (default: pulled
+	// towards released).
+	Pull string `yaml:"pull"`
+	// Debounce is how long the line must be quiet before a change counts
+	// (default 20ms).
+	Debounce time.Duration `yaml:"debounce"`
+	// Poll is how often the pin is read even without an edge (default
+	// 50ms).
+	Poll time.Duration `yaml:"poll"`
 }
 
 // ActuatorNames returns the actuator names, sorted.

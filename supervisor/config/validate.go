@@ -58,13 +58,15 @@ const (
 	brokerEmbedded = "embedded"
 	driverSim      = "sim"
 	driverMQTT     = "mqtt"
+	driverGPIO     = "gpio"
+	driverINA219   = "ina219"
+	driverINA226   = "ina226"
 )
 
-// The driver names an actuator or a supply may use. (mcu, ina219 and gpio
-// come with their packages.)
+// The driver names an actuator or a supply may use.
 var (
-	actuatorDrivers = []string{driverSim, driverMQTT}
-	supplyDrivers   = []string{driverSim}
+	actuatorDrivers = []string{driverSim, driverMQTT, driverGPIO}
+	supplyDrivers   = []string{driverSim, driverINA219, driverINA226}
 )
 
 // Broker URL schemes, as paho.mqtt.golang dials them.
@@ -102,7 +104,7 @@ func defaults() *Config {
 }
 
 func (s *Supply) setDefaults() {
-	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt}
+	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt, I2C: I2CSupply{Addr: 0x40}}
 }
 
 func (a *Actuator) setDefaults() {
@@ -111,6 +113,7 @@ func (a *Actuator) setDefaults() {
 		Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
 		Timeout: actuators.DefaultTimeout,
 		Sim:     SimActuator{Slew: 720},
+		GPIO:    GPIOActuator{PWM: "sysfs", Period: 20 * time.Millisecond},
 	}
 }
 
@@ -173,6 +176,7 @@ func (d *decoder) validate(c *Config) {
 		d.validateActuator(c, name)
 	}
 	d.validateMQTTTopicsUnique(c)
+	d.validateEStop(c.EStop)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.
 	if len(d.errs) == 0 {
@@ -451,7 +455,25 @@ func (d *decoder) readSecrets(c *Config) {
 }
 
 func (d *decoder) validateSupply(p string, s Supply) {
-	d.validateDriver(p, s.Driver, supplyDrivers)
+	if d.validateDriver(p, s.Driver, supplyDrivers) {
+		i2c := s.Driver == driverINA219 || s.Driver == driverINA226
+		if !i2c && d.set(p+".i2c") {
+			d.errorf(p+".i2c", "i2c settings apply to drivers ina219 and ina226 only, not %s", s.Driver)
+		}
+		if s.Driver != driverSim && d.set(p+".sim") {
+			d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", s.Driver)
+		}
+		if i2c && d.ok(p+".i2c") {
+			switch {
+			case s.I2C.Addr < 0x03 || s.I2C.Addr > 0x77:
+				d.errorf(p+".i2c.addr", "0x%x is not a 7-bit device address (0x03..0x77)", s.I2C.Addr)
+			case s.I2C.ShuntOhms < 0:
+				d.errorf(p+".i2c.shunt_ohms", "must not be negative (0: no current reading)")
+			case s.I2C.Averages < 0:
+				d.errorf(p+".i2c.averages", "must not be negative (0: the chip default)")
+			}
+		}
+	}
 	for _, k := range []string{"min_volts", "max_volts"} {
 		if !d.set(p+"."+k) && d.ok(p+"."+k) {
 			d.errorf(p+"."+k, "required")
@@ -504,6 +526,12 @@ func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
 	if a.Driver != driverSim && d.set(p+".sim") {
 		d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", a.Driver)
 	}
+	if a.Driver != driverGPIO && d.set(p+".gpio") {
+		d.errorf(p+".gpio", "gpio settings apply to driver: gpio only, not %s", a.Driver)
+	}
+	if a.Driver == driverGPIO {
+		d.validateGPIO(p, a)
+	}
 	if a.Driver != driverMQTT {
 		if d.set(p + ".mqtt") {
 			d.errorf(p+".mqtt", "mqtt settings apply to driver: mqtt only, not %s", a.Driver)
@@ -547,6 +575,115 @@ func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
 				d.errorf(tp, "is the same topic as %s: set, ack and state topics must differ", u.key)
 			}
 		}
+	}
+}
+
+// validateGPIO checks a gpio actuator: a digital output on a pin, or a
+// calibrated servo on a PWM channel.
+func (d *decoder) validateGPIO(p string, a Actuator) {
+	g, gp := a.GPIO, p+".gpio"
+	if !d.ok(gp) || !d.ok(p+".kind") {
+		return
+	}
+	if !d.set(gp) {
+		d.errorf(p+".driver", "driver: gpio needs a gpio section: a pin for a digital output; a PWM channel and the calibration for a servo")
+		return
+	}
+	only := func(kind actuators.Kind, keys ...string) {
+		for _, k := range keys {
+			if d.set(gp + "." + k) {
+				d.errorf(gp+"."+k, "applies to %s actuators only, not %s", kind, a.Kind)
+			}
+		}
+	}
+	switch a.Kind {
+	case actuators.Digital:
+		only(actuators.Servo, "pwm", "chip", "channel", "sysfs_root", "min_pulse", "max_pulse", "min_angle", "max_angle", "period")
+		if g.Pin == "" {
+			d.errorf(gp+".pin", "required: the output's pin, e.g. GPIO17")
+		}
+	case actuators.Servo:
+		only(actuators.Digital, "active_low", "inert_on")
+		switch g.PWM {
+		case "sysfs":
+			if d.set(gp + ".pin") {
+				d.errorf(gp+".pin", "pwm: sysfs names a chip and channel, not a pin (or set pwm: periph)")
+			}
+			if !d.set(gp + ".channel") {
+				d.errorf(gp+".channel", "required with pwm: sysfs: the channel M of pwmchipN/pwmM")
+			}
+			if g.Chip < 0 || g.Channel < 0 {
+				d.errorf(pick(d, gp+".chip", gp+".channel"), "must not be negative")
+			}
+		case "periph":
+			if g.Pin == "" {
+				d.errorf(gp+".pin", "required with pwm: periph: the servo's pin, e.g. GPIO18")
+			}
+			for _, k := range []string{"chip", "channel", "sysfs_root"} {
+				if d.set(gp + "." + k) {
+					d.errorf(gp+"."+k, "applies to pwm: sysfs only")
+				}
+			}
+		default:
+			d.errorf(gp+".pwm", "unknown %.20q (sysfs or periph)", g.PWM)
+		}
+		for _, k := range []string{"min_pulse", "max_pulse", "min_angle", "max_angle"} {
+			if !d.set(gp + "." + k) {
+				d.errorf(gp+"."+k, "required: the servo's calibration (pulse widths at the ends of its angle range)")
+			}
+		}
+		period := g.Period
+		calibrated := d.set(gp+".min_pulse") && d.set(gp+".max_pulse") && d.set(gp+".min_angle") && d.set(gp+".max_angle")
+		switch {
+		case !calibrated:
+		case g.MinPulse <= 0 || g.MaxPulse <= 0 || g.MinPulse == g.MaxPulse:
+			d.errorf(gp+".min_pulse", "pulse widths must be positive and differ (%v, %v)", g.MinPulse, g.MaxPulse)
+		case period <= 0:
+			d.errorf(gp+".period", "must be positive")
+		case max(g.MinPulse, g.MaxPulse) >= period:
+			d.errorf(gp+".max_pulse", "a pulse of %v does not fit in the %v period", max(g.MinPulse, g.MaxPulse), period)
+		}
+		switch {
+		case !calibrated:
+		case g.MinAngle >= g.MaxAngle:
+			d.errorf(gp+".min_angle", "%g is not below max_angle %g", g.MinAngle, g.MaxAngle)
+		case d.ok(p+".min", p+".max") && (a.Min < g.MinAngle || a.Max > g.MaxAngle):
+			// A limit outside the calibration would be a command the servo
+			// cannot be driven to.
+			d.errorf(p+".min", "[min, max] = [%g, %g] must lie within the calibrated angles [%g, %g]", a.Min, a.Max, g.MinAngle, g.MaxAngle)
+		}
+	default:
+		d.errorf(p+".driver", "driver: gpio drives digital outputs and servos, not a %s", a.Kind)
+	}
+}
+
+// validateEStop checks the e-stop input.
+func (d *decoder) validateEStop(e EStop) {
+	if !d.ok("estop") || !d.set("estop") {
+		return
+	}
+	switch e.Driver {
+	case driverGPIO:
+	case "":
+		d.errorf("estop.driver", "required with an estop section (gpio)")
+		return
+	default:
+		d.errorf("estop.driver", "unknown driver %.40q (known: gpio)", e.Driver)
+		return
+	}
+	if e.Pin == "" {
+		d.errorf("estop.pin", "required: the input's pin, e.g. GPIO27")
+	}
+	switch e.Pull {
+	case "", "up", "down", "float":
+	default:
+		d.errorf("estop.pull", "unknown %.20q (up, down or float)", e.Pull)
+	}
+	if e.Debounce < 0 || e.Debounce > time.Second {
+		d.errorf("estop.debounce", "%v is outside 0..1s", e.Debounce)
+	}
+	if e.Poll < 0 || e.Poll > time.Second {
+		d.errorf("estop.poll", "%v is outside 0..1s: the pin must be read at least every second", e.Poll)
 	}
 }
 

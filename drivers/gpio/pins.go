@@ -1,0 +1,27 @@
+package gpio
+
+import (
+	"fmt"
+
+	pgpio "periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/gpio/gpioreg"
+	"periph.io/x/host/v3"
+)
+
+// lookup initialises periph's host drivers (once; later calls are cheap)
+// and finds a pin by name, number or alias.
+func lookup(name string) (pgpio.PinIO, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: no pin name", ErrConfig)
+	}
+	if _, err := host.Init(); err != nil {
+		return nil, fmt.Errorf("gpio: pin %s: periph host init: %w", name, err)
+	}
+	// On a machine without GPIO host.Init succeeds and registers nothing, so
+	// the nil check is the real "no such pin" test.
+	p := gpioreg.ByName(name)
+	if p == nil {
+		return nil, fmt.Errorf("gpio: pin %s: %w (check the name, e.g. GPIO17, and that this machine has GPIO)", name, ErrPinNotFound)
+	}
+	return p, nil
+}

@@ -1,0 +1,73 @@
+package gpio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	pgpio "periph.io/x/conn/v3/gpio"
+	"periph.io/x/conn/v3/physic"
+)
+
+// DutyFor returns the periph duty cycle of a pulse width within a period,
+// rounded to the nearest step of 1/DutyMax: 1.5 ms in 20 ms is
+// DutyMax*1.5/20. The width is clamped to [0, period].
+func DutyFor(width, period time.Duration) pgpio.Duty {
+	if period <= 0 || width <= 0 {
+		return 0
+	}
+	if width >= period {
+		return pgpio.DutyMax
+	}
+	// 2^24 * 1 s fits an int64 many times over; periods are at most 1 s.
+	return pgpio.Duty((int64(pgpio.DutyMax)*int64(width) + int64(period)/2) / int64(period))
+}
+
+// PinPWM is a PulseOutput on a periph pin's PWM: hardware or DMA PWM on a
+// Raspberry Pi up to the 4 (root needed). It cannot read its pulse back.
+type PinPWM struct {
+	name string
+	pin  pgpio.PinIO
+}
+
+// OpenPinPWM finds a pin for servo pulses. Whether the pin can do PWM is
+// only known at the first SetPulse: asking would mean driving it.
+func OpenPinPWM(name string) (*PinPWM, error) {
+	p, err := lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("gpio: pwm: %w", err)
+	}
+	return &PinPWM{name: name, pin: p}, nil
+}
+
+// String names the output by its pin.
+func (p *PinPWM) String() string { return "pwm pin " + p.name }
+
+// SetPulse sets the pin's PWM to width every period. A failure is in doubt
+// (it wraps actuators.ErrLinkLost): periph may have changed the pin's
+// function before failing.
+func (p *PinPWM) SetPulse(ctx context.Context, width, period time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d, f := DutyFor(width, period), physic.PeriodToFrequency(period)
+	if err := p.pin.PWM(d, f); err != nil {
+		return fmt.Errorf("%s: PWM(%s, %s): %w (%w)", p, d, f, actuators.ErrLinkLost, err)
+	}
+	return nil
+}
+
+// Detach stops the pulses by driving the pin Low; if that fails, by a 0%
+// duty cycle.
+func (p *PinPWM) Detach() error {
+	err := p.pin.Out(pgpio.Low)
+	if err == nil {
+		return nil
+	}
+	if err2 := p.pin.PWM(0, physic.PeriodToFrequency(DefaultPeriod)); err2 != nil {
+		return fmt.Errorf("%s: stop pulses: %w", p, errors.Join(err, err2))
+	}
+	return nil
+}

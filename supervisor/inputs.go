@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Input is a safety input the supervisor watches: an e-stop, a link to a
+// controller board. While Ready returns an error the supervisor is not
+// ready, and its status says why.
+type Input interface {
+	Name() string
+	Ready() error
+}
+
+// HaltLine carries halts from inputs that exist before the Supervisor does
+// (an e-stop's press callback is wired when the pin is opened) to the
+// Supervisor once New has made it. A halt triggered before then is kept:
+// New asks for it before crash recovery, so that a robot whose e-stop is
+// found pressed at start is halted before recovery moves anything.
+type HaltLine struct {
+	mu      sync.Mutex
+	sup     *Supervisor
+	pending string
+}
+
+// Trigger halts the supervisor, or remembers the halt until there is one.
+func (h *HaltLine) Trigger(source, reason string) {
+	h.mu.Lock()
+	sup := h.sup
+	if sup == nil && h.pending == "" {
+		h.pending = source
+		if reason != "" {
+			h.pending += ": " + reason
+		}
+	}
+	h.mu.Unlock()
+	if sup != nil {
+		sup.Halt(source, reason)
+	}
+}
+
+// take returns a halt triggered before the supervisor existed.
+func (h *HaltLine) take() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.pending
+	h.pending = ""
+	return p
+}
+
+// bind delivers later triggers to s, and a halt that arrived between take
+// and now.
+func (h *HaltLine) bind(s *Supervisor) {
+	h.mu.Lock()
+	h.sup = s
+	p := h.pending
+	h.pending = ""
+	h.mu.Unlock()
+	if p != "" {
+		s.Halt(p, "")
+	}
+}
+
+// inputReasons lists why inputs are not ready.
+func inputReasons(inputs []Input) []string {
+	var out []string
+	for _, in := range inputs {
+		if err := in.Ready(); err != nil {
+			out = append(out, fmt.Sprintf("input %s: %v", in.Name(), err))
+		}
+	}
+	return out
+}
