@@ -15,6 +15,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
@@ -59,6 +60,16 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		b.Close()
 		return nil, err
 	}
+	var inputs []Input
+	bl := &boards{cfg: cfg, lg: lg, links: map[string]*serial.Link{}}
+	board := func(name string) (*serial.Link, error) {
+		l, opened, err := bl.link(name)
+		if opened {
+			b.closers = append(b.closers, l)
+			inputs = append(inputs, mcuInput{name: name, l: l})
+		}
+		return l, err
+	}
 	var list []*actuators.Actuator
 	for _, name := range cfg.ActuatorNames() {
 		a := cfg.Actuators[name]
@@ -93,6 +104,15 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 			}
 		case "gpio":
 			d, derr = gpioDriver(a)
+		case "mcu":
+			var l *serial.Link
+			if l, derr = board(a.MCUOut.Board); derr == nil {
+				var opts []serial.ChannelOption
+				if a.MCUOut.Tolerance > 0 {
+					opts = append(opts, serial.WithTolerance(a.MCUOut.Tolerance))
+				}
+				d, derr = l.Channel(a.MCUOut.Channel, opts...)
+			}
 		default:
 			derr = fmt.Errorf("driver %q is not available in this build", a.Driver)
 		}
@@ -115,6 +135,14 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		switch sc.Driver {
 		case "sim":
 			src = world.Supply(name, sc.Sim.Volts)
+		case "mcu":
+			l, err := board(sc.MCU.Board)
+			if err == nil {
+				src, err = l.Supply(sc.MCU.Supply)
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%s: supplies.%s: %w", cfg.Where("supplies."+name), name, err))
+			}
 		case "ina219", "ina226":
 			m, bus, err := openPowerMonitor(sc)
 			if bus != nil {
@@ -132,7 +160,6 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		}
 	}
 	line := &HaltLine{}
-	var inputs []Input
 	if cfg.EStop.Driver == "gpio" {
 		es, err := openEStop(cfg.EStop, line)
 		if es != nil {

@@ -1,8 +1,11 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	pgpio "periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/i2c"
@@ -12,6 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/gpio"
 	"github.com/saga-supervisor/saga-supervisor/drivers/ina2xx"
+	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -56,6 +60,55 @@ func openPowerMonitor(sc config.Supply) (VoltSource, i2c.BusCloser, error) {
 	}
 	return src, bus, nil
 }
+
+// boards opens the serial links to the config's microcontroller boards on
+// first use, and holds them for the supervisor's lifetime.
+type boards struct {
+	cfg   *config.Config
+	lg    *slog.Logger
+	links map[string]*serial.Link
+}
+
+// link returns the named board's link, opening it (and waiting briefly for
+// the board to answer, so that crash recovery, which runs right after
+// composition, finds it) if this is its first use.
+func (b *boards) link(name string) (*serial.Link, bool, error) {
+	if l, ok := b.links[name]; ok {
+		return l, false, nil
+	}
+	m := b.cfg.MCUs[name]
+	sc := serial.Config{Name: name, Port: m.Port, VID: m.USB.VID, PID: m.USB.PID, SerialNumber: m.USB.SerialNumber,
+		Baud: m.Baud, LinkTimeout: m.LinkTimeout, AckTimeout: m.AckTimeout, Retries: m.Retries, Logger: b.lg.With("mcu", name)}
+	if m.Retries == 0 {
+		sc.Retries = serial.NoRetries
+	}
+	l, err := serial.Open(context.Background(), sc)
+	if err != nil {
+		return nil, false, fmt.Errorf("mcu %s: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := l.WaitReady(ctx); err != nil {
+		// Not fatal: the link keeps trying, and the supervisor is not
+		// ready (and its steps in doubt) until the board answers.
+		b.lg.Warn("mcu not answering yet", "mcu", name, "err", err)
+	}
+	b.links[name] = l
+	return l, true, nil
+}
+
+// mcuInput is a board's link as a safety input: not ready while it is down.
+type mcuInput struct {
+	name string
+	l    *serial.Link
+}
+
+func (m mcuInput) Name() string { return "mcu " + m.name }
+func (m mcuInput) Ready() error { return m.l.Ready() }
+
+// EStopPressed reports the board's e-stop flag: an e-stop wired to the
+// board, which has already put its own outputs safe.
+func (m mcuInput) EStopPressed() bool { return m.l.Faults()&serial.FaultEStop != 0 }
 
 // estop is the e-stop input as the supervisor watches it.
 type estop struct{ *gpio.EStop }

@@ -62,6 +62,32 @@ func (h *HaltLine) bind(s *Supervisor) {
 	}
 }
 
+// polledEStop is an input that carries an e-stop the supervisor has to
+// poll (a button wired to a controller board, reported in its telemetry).
+// A press — a change to pressed — halts. (An e-stop on the supervisor's
+// own pins reports presses itself, through the HaltLine.)
+type polledEStop interface {
+	EStopPressed() bool
+}
+
+// pollEStops halts on a newly pressed polled e-stop.
+func (s *Supervisor) pollEStops() {
+	for _, in := range s.opt.Inputs {
+		p, ok := in.(polledEStop)
+		if !ok {
+			continue
+		}
+		down := p.EStopPressed()
+		s.mu.Lock()
+		was := s.pressed[in.Name()]
+		s.pressed[in.Name()] = down
+		s.mu.Unlock()
+		if down && !was {
+			s.Halt(in.Name(), "e-stop pressed")
+		}
+	}
+}
+
 // inputReasons lists why inputs are not ready.
 func inputReasons(inputs []Input) []string {
 	var out []string

@@ -80,6 +80,7 @@ type Supervisor struct {
 	ready     bool
 	reasons   []string
 	published map[string]float64 // retained state last published per actuator
+	pressed   map[string]bool    // polled e-stops: pressed at the last poll
 
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -124,6 +125,9 @@ func New(opt Options) (*Supervisor, error) {
 			if p, ok := in.(interface{ Pressed() bool }); ok && p.Pressed() {
 				return in.Name() + ": pressed (or unreadable) at start"
 			}
+			if p, ok := in.(polledEStop); ok && p.EStopPressed() {
+				return in.Name() + ": e-stop pressed at start"
+			}
 		}
 		return ""
 	}
@@ -148,6 +152,13 @@ func New(opt Options) (*Supervisor, error) {
 		res.Close()
 		m.unregister()
 		return nil, err
+	}
+	s.pressed = map[string]bool{}
+	for _, in := range opt.Inputs {
+		if p, ok := in.(polledEStop); ok {
+			// Pressed at start was handled before recovery (HaltFirst).
+			s.pressed[in.Name()] = p.EStopPressed()
+		}
 	}
 	s.refresh()
 	m.state.attach(s)
@@ -252,6 +263,7 @@ func (s *Supervisor) refresh() {
 	for _, ev := range s.supplies.Poll(s.now()) {
 		s.supplyEvent(ev)
 	}
+	s.pollEStops()
 	st := s.Status()
 	s.mu.Lock()
 	s.ready, s.reasons = st.Ready, st.Reasons

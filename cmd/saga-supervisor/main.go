@@ -51,6 +51,7 @@ func init() {
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
 		{name: "demo-child", hidden: true, run: runDemoChild},
 		{name: "demo-controller", hidden: true, run: runDemoController},
+		{name: "sim-mcu", hidden: true, run: runSimMCU},
 	}
 }
 

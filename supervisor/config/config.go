@@ -52,6 +52,9 @@ type Config struct {
 	Actuators map[string]Actuator `yaml:"actuators"` // at least one
 	// EStop is an emergency-stop input; none by default.
 	EStop EStop `yaml:"estop"`
+	// MCUs are microcontroller boards on serial links (docs/SERIAL.md), by
+	// name; actuators and supplies with driver: mcu name their board.
+	MCUs map[string]MCU `yaml:"mcus"`
 
 	file     string
 	at       map[string]place // dotted path → where it was written
@@ -144,6 +147,7 @@ type Supply struct {
 	Driver string    `yaml:"driver"`
 	Sim    SimSupply `yaml:"sim"`
 	I2C    I2CSupply `yaml:"i2c"` // driver: ina219 or ina226
+	MCU    MCUSupply `yaml:"mcu"` // driver: mcu
 	// MinVolts and MaxVolts bound the rail; required.
 	MinVolts float64 `yaml:"min_volts"`
 	MaxVolts float64 `yaml:"max_volts"`
@@ -177,6 +181,41 @@ type I2CSupply struct {
 	Averages int `yaml:"averages"`
 }
 
+// MCUSupply is a supply measured by a microcontroller (driver: mcu) and
+// reported in its telemetry.
+type MCUSupply struct {
+	Board  string `yaml:"board"`  // the board's name under mcus; required
+	Supply int    `yaml:"supply"` // the MCU's supply index (default 0)
+}
+
+// MCU is a microcontroller board on a serial link. Exactly one of Port and
+// USB finds it.
+type MCU struct {
+	// Port is the device, e.g. /dev/ttyACM0 or, better, a stable
+	// /dev/serial/by-id/... link.
+	Port string `yaml:"port"`
+	// USB finds the board by its USB ids at every (re)connect, under
+	// whatever name the kernel gave it.
+	USB USBID `yaml:"usb"`
+	// Baud is the line speed (default 115200, 8N1).
+	Baud int `yaml:"baud"`
+	// LinkTimeout: no valid frame from the board for this long and the link
+	// is lost: steps in flight are in doubt and the supervisor is not ready
+	// (default 500ms).
+	LinkTimeout time.Duration `yaml:"link_timeout"`
+	// AckTimeout is how long a request waits for its answer before it is
+	// sent again (default 50ms); Retries how often (default 3).
+	AckTimeout time.Duration `yaml:"ack_timeout"`
+	Retries    int           `yaml:"retries"`
+}
+
+// USBID identifies a USB serial board.
+type USBID struct {
+	VID          string `yaml:"vid"`           // vendor id, hex: "2e8a"
+	PID          string `yaml:"pid"`           // product id, hex: "000a"
+	SerialNumber string `yaml:"serial_number"` // tells boards of one kind apart
+}
+
 // SimSupply configures a simulated supply.
 type SimSupply struct {
 	// Volts is the voltage a new simulated supply starts at (default: the
@@ -193,6 +232,7 @@ type Actuator struct {
 	Sim    SimActuator  `yaml:"sim"`
 	MQTT   MQTTActuator `yaml:"mqtt"` // required with driver: mqtt, refused otherwise
 	GPIO   GPIOActuator `yaml:"gpio"` // required with driver: gpio, refused otherwise
+	MCUOut MCUActuator  `yaml:"mcu"`  // required with driver: mcu, refused otherwise
 	// Min and Max bound every command; required, except for pwm and digital
 	// where they default to 0 and 1 (and must lie within [0, 1]).
 	Min float64 `yaml:"min"`
@@ -237,6 +277,16 @@ type MQTTActuator struct {
 	SetTopic   string `yaml:"set_topic"`   // required: where setpoints and halts are published
 	AckTopic   string `yaml:"ack_topic"`   // required: where the device acknowledges them
 	StateTopic string `yaml:"state_topic"` // optional: the device's retained {"value":V}, read back
+}
+
+// MCUActuator is an output of a microcontroller (driver: mcu): a channel
+// the board drives, acknowledging each value with the one it applied.
+type MCUActuator struct {
+	Board   string `yaml:"board"`   // the board's name under mcus; required
+	Channel int    `yaml:"channel"` // the MCU's channel number; required
+	// Tolerance accepts an acknowledged value this close to the one asked
+	// for (default 0: exact to the thousandth), for boards that quantise.
+	Tolerance float64 `yaml:"tolerance"`
 }
 
 // GPIOActuator configures an output on the machine's own pins (driver:
@@ -299,6 +349,9 @@ type EStop struct {
 
 // ActuatorNames returns the actuator names, sorted.
 func (c *Config) ActuatorNames() []string { return sortedKeys(c.Actuators) }
+
+// MCUNames returns the MCU board names, sorted.
+func (c *Config) MCUNames() []string { return sortedKeys(c.MCUs) }
 
 // SupplyNames returns the supply names, sorted.
 func (c *Config) SupplyNames() []string { return sortedKeys(c.Supplies) }

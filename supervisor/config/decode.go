@@ -116,6 +116,7 @@ type decoder struct {
 	warns []*Error
 	at    map[string]place // dotted path → where its value (or, for a mapping, its key) is
 	bad   map[string]bool  // paths whose value did not decode: later checks skip them
+	mcus  map[string]MCU   // the config's boards, for checks of sections that name one
 }
 
 func (d *decoder) parse(data []byte) *Config {

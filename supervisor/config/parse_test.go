@@ -54,7 +54,7 @@ actuators:
     min: 0
     max: 135
     slew: 720 #!
-`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, mqtt, gpio, min, max,`}},
+`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, mqtt, gpio, mcu, min, max,`}},
 	{"unknown key two levels down", `
 device: arm1
 mqtt:
@@ -291,7 +291,7 @@ actuators:
     colour: red #!
 `, []string{
 		`unwind.order: unknown order "backwards" (known: retrace, direct)`,
-		`actuators.base.driver: unknown driver "pwm-hat" (known drivers: sim, mqtt, gpio)`,
+		`actuators.base.driver: unknown driver "pwm-hat" (known drivers: sim, mqtt, gpio, mcu)`,
 		`actuators.base.policy: unknown policy "clip" (known: reject, clamp)`,
 		`actuators.base: unknown key "colour"`,
 	}},
@@ -329,7 +329,7 @@ actuators:
 device: arm1
 actuators:
   base: {kind: servo, min: 0, max: 1} #!
-`, []string{`actuators.base.driver: required (known drivers: sim, mqtt, gpio)`}},
+`, []string{`actuators.base.driver: required (known drivers: sim, mqtt, gpio, mcu)`}},
 	{"missing max", `
 device: arm1
 actuators:
@@ -691,7 +691,7 @@ supplies:
     max_volts: 8
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`supplies.battery.driver: unknown driver "mqtt" (known drivers: sim, ina219, ina226)`}},
+`, []string{`supplies.battery.driver: unknown driver "mqtt" (known drivers: sim, ina219, ina226, mcu)`}},
 }
 
 // markedLines returns the 1-based numbers of the lines carrying the marker.

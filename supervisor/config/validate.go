@@ -61,12 +61,13 @@ const (
 	driverGPIO     = "gpio"
 	driverINA219   = "ina219"
 	driverINA226   = "ina226"
+	driverMCU      = "mcu"
 )
 
 // The driver names an actuator or a supply may use.
 var (
-	actuatorDrivers = []string{driverSim, driverMQTT, driverGPIO}
-	supplyDrivers   = []string{driverSim, driverINA219, driverINA226}
+	actuatorDrivers = []string{driverSim, driverMQTT, driverGPIO, driverMCU}
+	supplyDrivers   = []string{driverSim, driverINA219, driverINA226, driverMCU}
 )
 
 // Broker URL schemes, as paho.mqtt.golang dials them.
@@ -105,6 +106,10 @@ func defaults() *Config {
 
 func (s *Supply) setDefaults() {
 	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt, I2C: I2CSupply{Addr: 0x40}}
+}
+
+func (m *MCU) setDefaults() {
+	*m = MCU{Baud: 115200, LinkTimeout: 500 * time.Millisecond, AckTimeout: 50 * time.Millisecond, Retries: 3}
 }
 
 func (a *Actuator) setDefaults() {
@@ -154,6 +159,7 @@ func unitRange(k actuators.Kind) bool { return k == actuators.PWM || k == actuat
 
 // validate checks everything that decoding alone cannot.
 func (d *decoder) validate(c *Config) {
+	d.mcus = c.MCUs
 	if !d.set("device") {
 		d.errorf("device", "required: the robot's name, used in its MQTT topics (%s/<device>)", c.MQTT.Prefix)
 	} else if d.ok("device") {
@@ -177,6 +183,7 @@ func (d *decoder) validate(c *Config) {
 	}
 	d.validateMQTTTopicsUnique(c)
 	d.validateEStop(c.EStop)
+	d.validateMCUs(c)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.
 	if len(d.errs) == 0 {
@@ -463,6 +470,15 @@ func (d *decoder) validateSupply(p string, s Supply) {
 		if s.Driver != driverSim && d.set(p+".sim") {
 			d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", s.Driver)
 		}
+		if s.Driver != driverMCU && d.set(p+".mcu") {
+			d.errorf(p+".mcu", "mcu settings apply to driver: mcu only, not %s", s.Driver)
+		}
+		if s.Driver == driverMCU && d.ok(p+".mcu") {
+			d.checkBoard(p+".mcu.board", s.MCU.Board)
+			if s.MCU.Supply < 0 || s.MCU.Supply > 255 {
+				d.errorf(p+".mcu.supply", "%d is not a supply index (0..255)", s.MCU.Supply)
+			}
+		}
 		if i2c && d.ok(p+".i2c") {
 			switch {
 			case s.I2C.Addr < 0x03 || s.I2C.Addr > 0x77:
@@ -531,6 +547,25 @@ func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
 	}
 	if a.Driver == driverGPIO {
 		d.validateGPIO(p, a)
+	}
+	if a.Driver != driverMCU && d.set(p+".mcu") {
+		d.errorf(p+".mcu", "mcu settings apply to driver: mcu only, not %s", a.Driver)
+	}
+	if a.Driver == driverMCU && d.ok(p+".mcu") {
+		switch {
+		case !d.set(p + ".mcu"):
+			d.errorf(p+".driver", "driver: mcu needs an mcu section with board and channel")
+		default:
+			d.checkBoard(p+".mcu.board", a.MCUOut.Board)
+			if !d.set(p + ".mcu.channel") {
+				d.errorf(p+".mcu.channel", "required: the MCU's channel number")
+			} else if a.MCUOut.Channel < 0 || a.MCUOut.Channel > 255 {
+				d.errorf(p+".mcu.channel", "%d is not a channel number (0..255)", a.MCUOut.Channel)
+			}
+			if a.MCUOut.Tolerance < 0 {
+				d.errorf(p+".mcu.tolerance", "must not be negative")
+			}
+		}
 	}
 	if a.Driver != driverMQTT {
 		if d.set(p + ".mqtt") {
@@ -654,6 +689,73 @@ func (d *decoder) validateGPIO(p string, a Actuator) {
 		}
 	default:
 		d.errorf(p+".driver", "driver: gpio drives digital outputs and servos, not a %s", a.Kind)
+	}
+}
+
+// checkBoard checks that an mcu section names a configured board.
+func (d *decoder) checkBoard(path, board string) {
+	if !d.ok(path) {
+		return
+	}
+	if board == "" {
+		d.errorf(path, "required: the board's name under mcus")
+		return
+	}
+	if _, ok := d.mcus[board]; !ok {
+		known := "none are configured under mcus"
+		if len(d.mcus) > 0 {
+			known = "known: " + strings.Join(sortedKeys(d.mcus), ", ")
+		}
+		d.errorf(path, "unknown board %.40q (%s)", board, known)
+	}
+}
+
+// validateMCUs checks the serial boards, and that no two actuators share a
+// board's channel.
+func (d *decoder) validateMCUs(c *Config) {
+	for _, name := range c.MCUNames() {
+		p, m := "mcus."+name, c.MCUs[name]
+		if err := checkName(name); err != nil {
+			d.errorf(p, "%v", err)
+		}
+		usb := d.set(p + ".usb")
+		switch {
+		case m.Port != "" && usb:
+			d.errorf(p+".usb", "give port or usb, not both")
+		case m.Port == "" && !usb:
+			d.errorf(p, "port or usb is required: how to find the board")
+		case usb && (m.USB.VID == "" || m.USB.PID == ""):
+			d.errorf(p+".usb", "vid and pid are both required")
+		}
+		for _, k := range []struct {
+			key string
+			v   time.Duration
+		}{{"link_timeout", m.LinkTimeout}, {"ack_timeout", m.AckTimeout}} {
+			if d.ok(p+"."+k.key) && (k.v <= 0 || k.v > 10*time.Second) {
+				d.errorf(p+"."+k.key, "%v is outside (0, 10s]", k.v)
+			}
+		}
+		if d.ok(p+".ack_timeout", p+".link_timeout") && m.AckTimeout >= m.LinkTimeout {
+			d.errorf(p+".ack_timeout", "%v must be shorter than link_timeout %v", m.AckTimeout, m.LinkTimeout)
+		}
+		if m.Baud <= 0 && d.ok(p+".baud") {
+			d.errorf(p+".baud", "must be positive")
+		}
+		if m.Retries < 0 || m.Retries > 10 {
+			d.errorf(p+".retries", "%d is outside 0..10", m.Retries)
+		}
+	}
+	used := map[[2]any]string{}
+	for _, name := range c.ActuatorNames() {
+		a := c.Actuators[name]
+		if a.Driver != driverMCU {
+			continue
+		}
+		key := [2]any{a.MCUOut.Board, a.MCUOut.Channel}
+		if other, dup := used[key]; dup {
+			d.errorf("actuators."+name+".mcu.channel", "channel %d of %s is already actuators.%s's", a.MCUOut.Channel, a.MCUOut.Board, other)
+		}
+		used[key] = name
 	}
 }
 

@@ -1,0 +1,76 @@
+package serial
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies an error of this package. It is stable: logs, metrics and
+// tests may match on it.
+type Code string
+
+// Codes of errors that promise nothing was changed: the value never left the
+// host, or the MCU refused it.
+const (
+	CodeValueRange Code = "SERIAL_VALUE_RANGE" // not finite, or does not fit the wire encoding; nothing sent
+	CodeNoChannel  Code = "SERIAL_NO_CHANNEL"  // the MCU has no such channel; nothing sent
+	CodeBusy       Code = "SERIAL_BUSY"        // the window stayed full until the context ended; nothing sent
+	CodeNak        Code = "SERIAL_NAK"         // the MCU refused the request (Error.Nak says why); nothing changed
+)
+
+// Codes of errors that leave the effect in doubt. Their errors wrap
+// actuators.ErrLinkLost or context.DeadlineExceeded, the two markers the
+// rollback engine reads as "may have happened".
+const (
+	CodeLinkLost Code = "SERIAL_LINK_LOST" // no session with the MCU (port gone, silent, reset, closed)
+	CodeNoAck    Code = "SERIAL_NO_ACK"    // no answer within the retries or before the context ended
+	CodeMismatch Code = "SERIAL_MISMATCH"  // the MCU applied a value other than the one asked for
+)
+
+// Codes of errors from reading state and from readiness.
+const (
+	CodeStale     Code = "SERIAL_STALE"      // no report from the MCU recent enough
+	CodeNoReading Code = "SERIAL_NO_READING" // the MCU reports that it cannot read the supply
+	CodeNoSupply  Code = "SERIAL_NO_SUPPLY"  // the MCU reports no such supply
+	CodeVersion   Code = "SERIAL_VERSION"    // the MCU speaks another protocol version
+	CodeHandshake Code = "SERIAL_HANDSHAKE"  // the MCU's HELLO_ACK is unusable
+	CodeMCUFault  Code = "SERIAL_MCU_FAULT"  // the MCU reports fault flags
+	CodeConfig    Code = "SERIAL_CONFIG"     // the Config is invalid
+)
+
+// ErrClosed is wrapped by errors from a Link after Close.
+var ErrClosed = errors.New("serial: link closed")
+
+// Error is the error type of this package: a stable Code, a message, and
+// the error it wraps (actuators.ErrLinkLost or context.DeadlineExceeded for
+// the in-doubt codes).
+type Error struct {
+	Code Code
+	Msg  string
+	// Nak is the MCU's refusal for CodeNak.
+	Nak Nak
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := "serial: " + e.Msg + " [" + string(e.Code) + "]"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf returns the Code of the first *Error in err's chain, or "".
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func errorf(code Code, wrapped error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: wrapped}
+}
