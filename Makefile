@@ -5,16 +5,24 @@ PKG     := ./cmd/saga-supervisor
 LDFLAGS := -s -w
 FUZZTIME ?= 10s
 
-.PHONY: build test lint fuzz bench cross clean
+.PHONY: build test lint fuzz check bench cross clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
 # test is what CI runs (through .ci/run): formatting, vet, the race-enabled
-# suite, and every fuzz target for a bounded time.
+# suite, every fuzz target for a bounded time, and the model check to its
+# full bound.
 test: lint
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
+	$(MAKE) check
+
+# check model-checks the real engine, journal and recovery (docs/PROOF.md):
+# every case up to 6 steps, two interleaved sagas, a power cut before every
+# journal file-system call and one during each recovery.
+check:
+	$(GO) run ./cmd/saga-supervisor check --max-steps 6 --sagas 2
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
