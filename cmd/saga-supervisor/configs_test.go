@@ -80,6 +80,35 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 }
 
+// The Raspberry Pi example is a valid config for the hardware drivers (its
+// secret files pointed at temporary ones: check-config reads them).
+func TestRaspberryPiExampleIsValid(t *testing.T) {
+	b, err := os.ReadFile("../../configs/raspberry-pi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	text := string(b)
+	for _, secret := range []string{"/etc/saga-supervisor/mqtt-password", "/etc/saga-supervisor/reset-token"} {
+		if !strings.Contains(text, secret) {
+			t.Fatalf("the example no longer names %s", secret)
+		}
+		p := filepath.Join(dir, filepath.Base(secret))
+		os.WriteFile(p, []byte("s3cret\n"), 0o600)
+		text = strings.ReplaceAll(text, secret, p)
+	}
+	for _, driver := range []string{"driver: gpio", "driver: mcu", "driver: ina219", "pwm: sysfs"} {
+		if !strings.Contains(text, driver) {
+			t.Errorf("the Raspberry Pi example does not use %s", driver)
+		}
+	}
+	path := filepath.Join(dir, "config.yaml")
+	os.WriteFile(path, []byte(text), 0o600)
+	if out, code := run(t, "check-config", path); code != 0 {
+		t.Fatalf("check-config on the Raspberry Pi example: exit %d\n%s", code, out)
+	}
+}
+
 // The mosquitto config loads in the real broker (with its password file and
 // ACL paths pointed at temporary copies).
 func TestMosquittoConfigLoads(t *testing.T) {
