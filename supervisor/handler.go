@@ -18,7 +18,13 @@ func (s *Supervisor) Handle(req mqtt.Request, received time.Time) mqtt.Reply {
 		s.RecordRefusal(req, rep.Code, rep.Message)
 	}
 	s.metrics.command(string(req.Op), rep.OK, rep.Code)
-	s.publishStates()
+	// The retained state goes out after the reply, from the poll
+	// goroutine: published here it would queue ahead of the reply on the
+	// same connection and add a broker round to every command's latency.
+	select {
+	case s.statesDue <- struct{}{}:
+	default: // already due
+	}
 	return rep
 }
 

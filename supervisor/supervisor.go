@@ -82,10 +82,13 @@ type Supervisor struct {
 	published map[string]float64 // retained state last published per actuator
 	pressed   map[string]bool    // polled e-stops: pressed at the last poll
 
-	stop     chan struct{}
-	stopped  chan struct{}
-	closeErr error
-	once     sync.Once
+	stop    chan struct{}
+	stopped chan struct{}
+	// statesDue asks the poll goroutine to publish changed states now
+	// (after a command, once its reply is on its way).
+	statesDue chan struct{}
+	closeErr  error
+	once      sync.Once
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -103,7 +106,7 @@ func New(opt Options) (*Supervisor, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
@@ -255,6 +258,8 @@ func (s *Supervisor) poll() {
 			return
 		case <-t.C:
 			s.refresh()
+		case <-s.statesDue:
+			s.publishStates()
 		}
 	}
 }
