@@ -5,6 +5,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,9 @@ type Log struct {
 	flushArmed bool
 
 	onBatch BatchObserver // Options.OnBatch
+	// deterministic: Options.Deterministic (a lone caller always writes
+	// itself; segments prepared when needed).
+	deterministic bool
 }
 
 // Open opens (creating if needed) the journal in dir. It verifies every
@@ -162,11 +166,23 @@ func Open(dir string, opt Options) (*Log, error) {
 	l.workCond.L, l.spaceCond.L = &l.mu, &l.mu
 	l.flushDelay = opt.FlushDelay
 	l.onBatch = opt.OnBatch
+	l.deterministic = opt.Deterministic
 	l.flushTimer = time.AfterFunc(time.Hour, l.flushLazy)
 	l.flushTimer.Stop()
 	l.prep = newPreparer(fsys, dir, l.segSize, opt.Deterministic)
 	l.maybePrepare(l.segOff)
 	go l.writer()
+	if l.deterministic {
+		// Let the writer park before the first record: one that woke late
+		// would find a record enqueued meanwhile and write it on its own.
+		l.mu.Lock()
+		for !l.writerIdle {
+			l.mu.Unlock()
+			runtime.Gosched()
+			l.mu.Lock()
+		}
+		l.mu.Unlock()
+	}
 	return l, nil
 }
 

@@ -28,12 +28,15 @@ type Options struct {
 	// DefaultFlushDelay. Such records are lost by a crash within the delay;
 	// by design only records whose durability nobody needs are enqueued.
 	FlushDelay time.Duration
-	// Deterministic prepares each new segment on the writer's own
-	// goroutine when it is needed, instead of ahead of time in the
-	// background, so that the file-system calls come in an order fixed by
-	// the records alone: a crash "before the nth call" then means the same
-	// moment on every run. For model checking (internal/modelcheck); it
-	// makes rollovers slower.
+	// Deterministic makes the file-system calls come in an order fixed by
+	// the records alone, so that a crash "before the nth call" means the
+	// same moment on every run: each new segment is prepared when it is
+	// needed instead of ahead of time in the background, and a caller with
+	// nobody to group with always writes its batch itself rather than
+	// sometimes handing it to the writer goroutine. For model checking
+	// (internal/modelcheck) of a single caller at a time; it makes
+	// rollovers slower and gives up the writer's batching under
+	// concurrency.
 	Deterministic bool
 	// OnBatch, if set, is told of each batch once it is durable: the
 	// journal's latency and group-commit factor, for metrics. An interface

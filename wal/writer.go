@@ -108,7 +108,20 @@ func (l *Log) flushLazy() {
 // concurrent appenders, who may all be between two Appends for an instant,
 // on the group-commit path. It reports whether it wrote.
 func (l *Log) writeAloneLocked() bool {
-	if l.waiters.Load() != 1 || l.lastReleased > 1 || !l.writerIdle || l.writing || l.closing || len(l.pend.buf) == 0 {
+	if l.deterministic {
+		// A lone caller always writes itself, so batches — and the
+		// file-system calls — depend on the records alone: first let the
+		// writer goroutine park (it may not have yet after Open, or may
+		// be finishing a batch it was handed).
+		for !l.writerIdle && !l.closing && l.fatal == nil {
+			l.mu.Unlock()
+			runtime.Gosched()
+			l.mu.Lock()
+		}
+	} else if l.waiters.Load() != 1 || l.lastReleased > 1 || !l.writerIdle {
+		return false
+	}
+	if l.writing || l.closing || l.fatal != nil || len(l.pend.buf) == 0 {
 		return false
 	}
 	l.pend.ready.Add(1)
@@ -207,6 +220,12 @@ func (l *Log) enqueueLocked(typ uint8, payload []byte) (uint64, error) {
 
 // kickLocked wakes the writer goroutine if it is parked.
 func (l *Log) kickLocked() {
+	// Nothing pending and not closing: the writer would only park again —
+	// or, woken, find a record enqueued meanwhile for a later batch and
+	// write it on its own, an extra write that depends on scheduling.
+	if len(l.pend.buf) == 0 && !l.closing && l.fatal == nil {
+		return
+	}
 	if l.writerIdle {
 		l.writerIdle = false
 		l.workCond.Signal()
