@@ -43,6 +43,9 @@ func Promises() Guarantees {
 			"real-time bounds: a hung driver is waited for up to its timeout on every attempt",
 			"behaviour beyond the model check's bound: `saga-supervisor check --max-steps 6 --sagas 2` runs every case up to 6 steps with a power cut before every journal file-system call (one cut point per recovery; --all-recovery-crashes for all), in the retrace order with halt on compensation failure and every-step durability; longer sagas, the direct order, first-touch durability and concurrency beyond two interleaved sagas are tested, not model-checked (docs/PROOF.md)",
 			"that the simulated world file survives power loss (it survives a process kill)",
+			"that a software e-stop replaces a hardwired one: the supervisor's e-stop input halts and refuses commands, but only a circuit that cuts actuator power stops a robot whose computer has failed",
+			"that a microcontroller's firmware keeps the serial protocol's side of the bargain (its own watchdog, answering a retransmission from its cache, reporting what it applied): the reference sketch and the simulated MCU do; other firmware must be tested against docs/SERIAL.md",
+			"that a servo is where its pulse says: PWM read-back reports the pulse being produced, not a measured angle",
 		},
 	}
 }
