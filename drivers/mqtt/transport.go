@@ -90,6 +90,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		// down are delivered after it returns; each is still checked
 		// against its lease and deadline, so nothing stale acts.
 		SetCleanSession(false).
+		SetStore(newCopyingStore()).
 		SetOrderMatters(false).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).

@@ -1,0 +1,27 @@
+package mqtt
+
+import (
+	"testing"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+// The store keeps its own copy of a publish, so paho's session resume can
+// mark it DUP without touching the packet being written.
+func TestCopyingStoreKeepsItsOwnPublish(t *testing.T) {
+	s := newCopyingStore()
+	s.Open()
+	defer s.Close()
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.Qos, p.TopicName, p.Payload = 1, "saga/v1/arm1/reply/a", []byte(`{"id":"1"}`)
+	s.Put("o.1", p)
+	stored := s.Get("o.1").(*packets.PublishPacket)
+	if stored == p {
+		t.Fatal("the store holds the caller's packet itself")
+	}
+	stored.Dup = true
+	stored.Payload[0] = 'X'
+	if p.Dup || p.Payload[0] != '{' {
+		t.Fatal("marking the stored copy changed the original")
+	}
+}
