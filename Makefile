@@ -5,18 +5,19 @@ PKG     := ./cmd/saga-supervisor
 LDFLAGS := -s -w
 FUZZTIME ?= 10s
 
-.PHONY: build test lint fuzz check bench cross clean
+.PHONY: build test lint fuzz check bench cross clean hil
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
 # test is what CI runs (through .ci/run): formatting, vet, the race-enabled
-# suite, every fuzz target for a bounded time, and the model check to its
-# full bound.
+# suite, every fuzz target for a bounded time, the model check to its full
+# bound, and the hardware-in-the-loop scenarios on simulated boards.
 test: lint
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hil-tests)
 	$(MAKE) fuzz
 	$(MAKE) check
+	$(MAKE) hil
 
 # check model-checks the real engine, journal and recovery (docs/PROOF.md):
 # every case up to 6 steps, two interleaved sagas, a power cut before every
@@ -49,6 +50,16 @@ cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-arm64 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-armv7 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-armv6 $(PKG)
+
+# hil runs the hardware-in-the-loop scenarios of hil-tests/ (docs/HIL.md)
+# against the real binary, which the tests build: on simulated boards over
+# socat ptys (and a mosquitto of their own), or on a real rig with
+# HIL_CONFIG=rig.yaml. HIL_STRICT=1 turns the known gaps the scenarios log
+# into failures.
+HIL_CONFIG ?=
+HIL_STRICT ?=
+hil:
+	$(GO) test -count=1 -v -timeout 10m ./hil-tests/ $(if $(HIL_CONFIG),-hil.config=$(abspath $(HIL_CONFIG))) $(if $(HIL_STRICT),-hil.strict)
 
 clean:
 	rm -rf bin

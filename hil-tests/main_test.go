@@ -1,0 +1,73 @@
+package hil
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var (
+	rigFlag    = flag.String("hil.config", "", "rig file of a real rig (docs/HIL.md); empty: run on sim drivers")
+	strictFlag = flag.Bool("hil.strict", false, "fail, instead of logging, where the product has a known gap (docs/HIL.md)")
+	binFlag    = flag.String("hil.binary", "", "a prebuilt saga-supervisor to test instead of building one (e.g. `make cross` output on a rig)")
+)
+
+// binary is the saga-supervisor under test, built once by TestMain.
+var binary string
+
+// rigFile is the parsed -hil.config, nil in sim mode.
+var rigFile *RigFile
+
+func TestMain(m *testing.M) {
+	if os.Getenv(controllerEnv) != "" {
+		// This process is a controller a scenario started (and will kill).
+		os.Exit(runController())
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		// Fuzz workers run TestMain too; the decoders need no binary.
+		os.Exit(m.Run())
+	}
+	if *rigFlag != "" {
+		r, err := LoadRig(*rigFlag)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		rigFile = r
+	}
+	dir, err := os.MkdirTemp("", "hil-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		if *binFlag != "" {
+			binary = *binFlag
+			return m.Run()
+		}
+		binary = filepath.Join(dir, "saga-supervisor")
+		// Without -race: the scenarios are about behaviour across
+		// processes, and a race binary is several times slower to start
+		// and run on a 2-core machine. HIL_RACE=1 builds it with -race.
+		args := []string{"build", "-o", binary}
+		if os.Getenv("HIL_RACE") != "" {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, "github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor")...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		t0 := time.Now()
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "hil: building saga-supervisor:", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "hil: built %s in %v\n", binary, time.Since(t0).Round(time.Millisecond))
+		return m.Run()
+	}()
+	os.Exit(code)
+}
