@@ -55,6 +55,16 @@ type ReadBacker interface {
 	ReadBack(ctx context.Context) (float64, error)
 }
 
+// Drifter is implemented by drivers whose device may move an output on its
+// own — a microcontroller whose watchdog, restart or e-stop sends its
+// outputs to their safe values. Drifted reports where the device holds the
+// output when that differs from commanded (the value the supervisor last
+// drove it to), and false whenever it cannot tell: no fresh report from the
+// device, or a command to the output in flight.
+type Drifter interface {
+	Drifted(commanded float64) (actual float64, moved bool)
+}
+
 // ErrLinkLost is returned by drivers whose connection to the hardware is
 // gone. An effect attempted over a lost link is in doubt.
 var ErrLinkLost = errors.New("actuators: link lost")

@@ -24,9 +24,7 @@
 //     capability.
 //
 // The scenarios also compare, whenever the supervisor is ready, what it says
-// it commanded with what the read-back shows. Where the product is known to
-// disagree (docs/HIL.md, "Known gaps") the difference is logged as a KNOWN
-// GAP; -hil.strict (make hil HIL_STRICT=1) makes it a failure.
+// it commanded with what the read-back shows: a difference is a failure.
 //
 // The package itself holds what a rig is described by and observed through:
 // the rig file (RigFile, LoadRig), the plan worked out from it and the

@@ -11,9 +11,8 @@ import (
 )
 
 var (
-	rigFlag    = flag.String("hil.config", "", "rig file of a real rig (docs/HIL.md); empty: run on sim drivers")
-	strictFlag = flag.Bool("hil.strict", false, "fail, instead of logging, where the product has a known gap (docs/HIL.md)")
-	binFlag    = flag.String("hil.binary", "", "a prebuilt saga-supervisor to test instead of building one (e.g. `make cross` output on a rig)")
+	rigFlag = flag.String("hil.config", "", "rig file of a real rig (docs/HIL.md); empty: run on sim drivers")
+	binFlag = flag.String("hil.binary", "", "a prebuilt saga-supervisor to test instead of building one (e.g. `make cross` output on a rig)")
 )
 
 // binary is the saga-supervisor under test, built once by TestMain.

@@ -260,6 +260,6 @@ func TestEStopPressAndReset(t *testing.T) {
 	want[a.Name] = at(prior)
 	r.waitOutputs("the unwind drives "+a.Name+" to the prior its report names", want)
 	if math.Abs(prior-before.Value) > r.file.ReadBack.Tolerance {
-		r.gap("after the e-stop reset an unwind drove %s to %g, its recorded prior, but the saga found it at %g", a.Name, prior, before.Value)
+		r.t.Errorf("after the e-stop reset an unwind drove %s to %g, its recorded prior, but the saga found it at %g", a.Name, prior, before.Value)
 	}
 }

@@ -541,9 +541,8 @@ func walk(from, to, maxStep float64) []float64 {
 
 // checkBelief compares what the supervisor says it commanded with what the
 // read-back shows. They must agree whenever the supervisor is ready: the
-// commanded value is the prior the next saga's unwind restores. Where they
-// differ the product has a known gap (docs/HIL.md): it is logged, and it
-// fails the scenario with -hil.strict.
+// commanded value is the prior the next saga's unwind restores. A difference
+// fails the scenario (docs/HIL.md, "The supervisor's beliefs").
 func (r *rig) checkBelief(what string) {
 	r.t.Helper()
 	st, rb := r.status(), r.state()
@@ -558,16 +557,6 @@ func (r *rig) checkBelief(what string) {
 		}
 	}
 	if len(bad) > 0 {
-		r.gap("%s: the supervisor is ready but believes what is not so: %s", what, strings.Join(bad, "; "))
+		r.t.Errorf("%s: the supervisor is ready but believes what is not so: %s", what, strings.Join(bad, "; "))
 	}
-}
-
-// gap reports a known product gap: logged, or a failure with -hil.strict.
-func (r *rig) gap(format string, args ...any) {
-	r.t.Helper()
-	if *strictFlag {
-		r.t.Errorf("GAP: "+format, args...)
-		return
-	}
-	r.t.Logf("KNOWN GAP (a failure with -hil.strict; docs/HIL.md): "+format, args...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
+	"github.com/saga-supervisor/saga-supervisor/wal/crashfs"
 )
 
 func osOptions(tb testing.TB, dir string, w *sim.World) recovery.Options {
@@ -122,5 +123,38 @@ func BenchmarkRecovery10k(b *testing.B) {
 		}
 		res.Close()
 		b.StartTimer()
+	}
+}
+
+// An actuator its device moved on its own is adopted at the device's value,
+// journaled, and still there after a restart; a value within reach of the
+// commanded one is not a move.
+func TestAdoptSurvivesRestart(t *testing.T) {
+	fs := crashfs.New()
+	r := newRobot()
+	res, err := recovery.Open(options(t, r, fs, rollback.EveryStep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := func(v float64) func(float64) (float64, bool) {
+		return func(commanded float64) (float64, bool) { return v, v != commanded }
+	}
+	if ok, err := res.Engine.Adopt("elbow", moved(0), "test"); ok || err != nil {
+		t.Fatalf("adopted the value it already had: %v %v", ok, err)
+	}
+	if ok, err := res.Engine.Adopt("elbow", moved(33), "the board's watchdog"); !ok || err != nil {
+		t.Fatalf("Adopt: %v %v", ok, err)
+	}
+	if v, _ := res.Engine.Commanded("elbow"); v != 33 {
+		t.Fatalf("commanded %g after adopting 33", v)
+	}
+	res.Close()
+	res, err = recovery.Open(options(t, r, fs.Crash(crashfs.DropUnsynced()), rollback.EveryStep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	if v, _ := res.Engine.Commanded("elbow"); v != 33 {
+		t.Fatalf("after a restart the elbow is commanded at %g; the journal adopted 33", v)
 	}
 }

@@ -61,6 +61,7 @@
 //	13    RECOVERY     message                                              (synced at the end)
 //	14    SAFE         actuator, target, code (safe mode)                   the safe policy is applied
 //	15    LEASE        agent, lease, epoch                                  the agent hears of it
+//	16    OBSERVED     actuator, target, message (why)                      the value is adopted
 //
 // Replay (Engine.Apply, then Engine.Recover) rebuilds commanded values, open
 // sagas with their steps, outcomes and unwind progress, and the halt latch.

@@ -120,6 +120,44 @@ func (e *Engine) goSafeAll() error {
 	return errors.Join(errs...)
 }
 
+// Adopt reconciles the engine with an actuator its device moved on its own:
+// a microcontroller whose watchdog, restart or e-stop sent its outputs to
+// their safe values. drifted is asked, with the engine's lock held, where
+// the device holds the output given the commanded value; when it says
+// moved, the device's value becomes the commanded one — journaled durably
+// as OBSERVED first — so that the next step records the true prior and is
+// limited from the true position. Nothing moves. An actuator with a step or
+// compensation of its saga in flight is left alone (the answer in transit
+// is not a move); Adopt reports whether it adopted.
+func (e *Engine) Adopt(name string, drifted func(commanded float64) (float64, bool), why string) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.acts[name]
+	if st == nil || e.fatal != nil {
+		return false, e.fatal
+	}
+	if h := st.holder; h != nil && (h.busy || h.unwinding) {
+		return false, nil
+	}
+	v, moved := drifted(st.commanded)
+	if !moved || v == st.commanded {
+		return false, nil
+	}
+	// Enqueued, then adopted under the same lock: a step that starts while
+	// the record is being synced already records the true prior, and its
+	// INTENT is ordered after the OBSERVED record in the journal.
+	if _, err := e.enqueue(&Record{Type: RecObserved, Actuator: name, Target: v, Message: why}); err != nil {
+		return false, err
+	}
+	e.log.Warn("actuator moved by its device", "actuator", name, "commanded", st.commanded, "found", v, "why", why)
+	st.commanded = v
+	st.at = e.cfg.Now()
+	e.mu.Unlock()
+	err := e.sync()
+	e.mu.Lock()
+	return err == nil, err
+}
+
 // Reset clears a halt. It is an operator action; the supervisor checks the
 // ready conditions before calling it. A failed journal cannot be reset.
 func (e *Engine) Reset(by string) error {

@@ -81,7 +81,7 @@ func (h *History) Add(r Record) {
 	case RecReset:
 		h.Resets = append(h.Resets, r)
 		return
-	case RecRecovery, RecSafe, RecLease:
+	case RecRecovery, RecSafe, RecLease, RecObserved:
 		return
 	}
 	s := h.byID[r.Saga]

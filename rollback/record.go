@@ -28,13 +28,14 @@ const (
 	RecRecovery   RecordType = 13 // a process took over the journal
 	RecSafe       RecordType = 14 // an actuator went to its safe policy on halt
 	RecLease      RecordType = 15 // a lease was granted (its epoch is spent)
-	maxRecordType            = RecLease
+	RecObserved   RecordType = 16 // an actuator was found where nobody commanded it (its device moved it)
+	maxRecordType            = RecObserved
 )
 
 var recordTypeNames = [...]string{
 	RecBegin: "BEGIN", RecIntent: "INTENT", RecApplied: "APPLIED", RecFailed: "FAILED",
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
-	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE",
+	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE", RecObserved: "OBSERVED",
 }
 
 func (t RecordType) String() string {

@@ -130,6 +130,10 @@ func (e *Engine) applyLocked(r *Record) error {
 		e.haltWhy = ""
 	case RecLease:
 		e.maxEpoch = max(e.maxEpoch, r.Epoch)
+	case RecObserved:
+		if st := e.acts[r.Actuator]; st != nil {
+			st.commanded = r.Target
+		}
 	case RecSafe:
 		if st := e.acts[r.Actuator]; st != nil && r.Code == string(actuators.SafeValue) {
 			st.commanded = r.Target

@@ -3,6 +3,9 @@ package supervisor
 import (
 	"fmt"
 	"sync"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 )
 
 // Input is a safety input the supervisor watches: an e-stop, a link to a
@@ -84,6 +87,26 @@ func (s *Supervisor) pollEStops() {
 		s.mu.Unlock()
 		if down && !was {
 			s.Halt(in.Name(), "e-stop pressed")
+		}
+	}
+}
+
+// adoptDrift takes, as commanded, the values of outputs their devices moved
+// on their own (a board's watchdog, restart or e-stop), so that the next
+// step records the true prior and is limited from the true position.
+func (s *Supervisor) adoptDrift() {
+	for _, name := range s.reg.Names() {
+		d, ok := s.reg.Get(name).Driver.(actuators.Drifter)
+		if !ok {
+			continue
+		}
+		adopted, err := s.engine.Adopt(name, d.Drifted, "the device reports the output elsewhere than commanded (its watchdog, restart or e-stop moved it)")
+		if err != nil {
+			s.log.Error("adopting a device's value", "actuator", name, "err", err)
+		}
+		if adopted {
+			v, _ := s.engine.Commanded(name)
+			s.publishEvent(mqtt.Event{Kind: mqtt.EventDrift, Actuator: name, Value: &v})
 		}
 	}
 }

@@ -269,6 +269,7 @@ func (s *Supervisor) refresh() {
 		s.supplyEvent(ev)
 	}
 	s.pollEStops()
+	s.adoptDrift()
 	st := s.Status()
 	s.mu.Lock()
 	s.ready, s.reasons = st.Ready, st.Reasons

@@ -801,6 +801,9 @@ type Event struct {
 	Kind   string      `json:"kind"`
 	Reply  *Reply      `json:"reply,omitempty"`  // EventReply
 	Report *ReportJSON `json:"report,omitempty"` // EventRollback
+	// EventDrift: the actuator, and where its device now holds it.
+	Actuator string   `json:"actuator,omitempty"`
+	Value    *float64 `json:"value,omitempty"`
 }
 
 // The kinds of Event defined so far.
@@ -811,6 +814,10 @@ const (
 	// EventRollback carries the report of an unwind nobody asked for by
 	// request: a lease expiry, an agent's will, a halt, crash recovery.
 	EventRollback = "rollback"
+	// EventDrift reports an actuator its device moved on its own (a
+	// board's watchdog, restart or e-stop): the supervisor now takes the
+	// device's value as the actuator's position.
+	EventDrift = "drift"
 )
 
 // EncodeEvent encodes an event with the same guarantees as EncodeReply.

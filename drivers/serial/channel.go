@@ -52,6 +52,7 @@ func WithTolerance(units float64) ChannelOption {
 var (
 	_ actuators.Driver     = (*Channel)(nil)
 	_ actuators.ReadBacker = (*Channel)(nil)
+	_ actuators.Drifter    = (*Channel)(nil)
 )
 
 // Channel returns the MCU's channel n, 0 <= n < MaxChannels. Whether the
@@ -142,6 +143,39 @@ func (c *Channel) ReadBack(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	return FromMilli(st.Value), nil
+}
+
+// Drifted implements actuators.Drifter: it reports the value the MCU holds
+// the channel at when that is further than the channel's tolerance from
+// commanded — the MCU moved it on its own (its watchdog or a restart sent it
+// to its safe value, or its e-stop holds it there). It says nothing (false)
+// without a session, without a fresh report, and while a request for the
+// channel is in flight: reports arrive in line order, so one that arrives
+// after the request's answer already shows its effect.
+func (c *Channel) Drifted(commanded float64) (float64, bool) {
+	m, err := ToMilli(commanded)
+	if err != nil {
+		return 0, false
+	}
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.notLinkedLocked("") != nil || c.n >= int(l.sess.ack.Channels) {
+		return 0, false
+	}
+	for _, p := range l.pending {
+		if p.ch == c.n {
+			return 0, false
+		}
+	}
+	r := l.chans[c.n]
+	if !r.ok || time.Since(r.at) > l.sess.stale {
+		return 0, false
+	}
+	if d := int64(r.st.Value) - int64(m); d > int64(c.tol) || -d > int64(c.tol) {
+		return FromMilli(r.st.Value), true
+	}
+	return 0, false
 }
 
 // State returns the channel's latest reported state and when it arrived,
