@@ -321,6 +321,12 @@ func (s *Supervisor) Halt(source, reason string) {
 	if reason != "" {
 		why += ": " + reason
 	}
+	// Not ready from this moment: the halt latches at once, but the safe
+	// policies may take up to a driver timeout each, and readiness is
+	// refreshed after them.
+	s.mu.Lock()
+	s.ready, s.reasons = false, append([]string{"halted: " + why}, s.reasons...)
+	s.mu.Unlock()
 	reps, err := s.engine.Halt(why)
 	for _, rep := range reps {
 		s.publishReport(rep)
