@@ -158,3 +158,54 @@ func TestAdoptSurvivesRestart(t *testing.T) {
 		t.Fatalf("after a restart the elbow is commanded at %g; the journal adopted 33", v)
 	}
 }
+
+// A recovery told to halt first (an e-stop found pressed at start) moves
+// nothing back: the open saga ends unresolved and every actuator goes to its
+// safe policy instead.
+func TestHaltFirstRecoversWithoutMoving(t *testing.T) {
+	fs := crashfs.New()
+	r := newRobot()
+	res, err := recovery.Open(options(t, r, fs, rollback.EveryStep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rollback.Owner{Agent: "a", Lease: "a", Epoch: 1}
+	saga, _ := res.Engine.Begin(o)
+	for i, step := range []struct {
+		act string
+		v   float64
+	}{{"base", 40}, {"elbow", 50}} {
+		if _, err := res.Engine.Step(saga, o, rollback.Command{ID: fmt.Sprint(i), Actuator: step.act, Value: step.v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := fs.CutPower(crashfs.DropUnsynced()) // the supervisor dies mid-saga
+	res.Close()
+
+	sets := func() uint64 { return r.servos["base"].Sets() + r.servos["elbow"].Sets() }
+	before := sets()
+	opt := options(t, r, img, rollback.EveryStep)
+	opt.HaltFirst = func() string { return "estop: pressed at start" }
+	res, err = recovery.Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	if got := sets(); got != before {
+		t.Errorf("recovery drove the arm %d times while the e-stop was pressed", got-before)
+	}
+	if len(res.Reports) != 1 || res.Reports[0].Clean() || !res.Reports[0].Recovered {
+		t.Fatalf("reports %v; want the open saga ended unresolved", res.Reports)
+	}
+	for _, st := range res.Reports[0].Steps {
+		if st.Bucket != rollback.Unresolved {
+			t.Errorf("step %d %s: %s, want unresolved", st.Step, st.Actuator, st.Bucket)
+		}
+	}
+	if h, why := res.Engine.Halted(); !h || why != "estop: pressed at start" {
+		t.Errorf("halted %v (%q) after recovery", h, why)
+	}
+	if snap := r.world.Snapshot(); snap["base"].Commanded != 40 || snap["elbow"].Commanded != 50 {
+		t.Errorf("the arm moved: base %g, elbow %g", snap["base"].Commanded, snap["elbow"].Commanded)
+	}
+}
