@@ -21,9 +21,10 @@ test: lint
 
 # check model-checks the real engine, journal and recovery (docs/PROOF.md):
 # every case up to 6 steps, two interleaved sagas, a power cut before every
-# journal file-system call and one during each recovery.
+# journal file-system call and one during each recovery, in both durability
+# modes.
 check:
-	$(GO) run ./cmd/saga-supervisor check --max-steps 6 --sagas 2
+	$(GO) run ./cmd/saga-supervisor check --max-steps 6 --sagas 2 --durability both
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

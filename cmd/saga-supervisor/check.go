@@ -19,6 +19,7 @@ func runCheck(args []string, stdout io.Writer) error {
 	allRec := fs.Bool("all-recovery-crashes", false, "cut the power at every call of every recovery (default: one call per crash case)")
 	caseID := fs.String("case", "", "replay one case by its id and print its trace")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cases run in parallel")
+	durability := fs.String("durability", "every-step", "every-step, or both: also every case in first-touch durability")
 	if err := fs.Parse(args); err != nil {
 		return exitWith(2, "%v", err)
 	}
@@ -40,16 +41,20 @@ func runCheck(args []string, stdout io.Writer) error {
 	if *sagas != 1 && *sagas != 2 {
 		return exitWith(2, "check: --sagas must be 1 or 2")
 	}
+	if *durability != "every-step" && *durability != "both" {
+		return exitWith(2, "check: --durability must be every-step or both")
+	}
 	fmt.Fprintf(stdout, "model check: the real engine, journal and recovery on simulated actuators and a crash-simulating file system\n")
 	fmt.Fprintf(stdout, "bound: sagas of 1..%d steps", *maxSteps)
 	if *sagas == 2 {
 		fmt.Fprintf(stdout, ", and two interleaved sagas of %d steps in all", *maxSteps)
 	}
-	fmt.Fprintf(stdout, "; %d workers\n\ninvariants:\n", *workers)
+	fmt.Fprintf(stdout, "; durability %s; %d workers\n\ninvariants:\n", *durability, *workers)
 	for i, inv := range modelcheck.Invariants {
 		fmt.Fprintf(stdout, "  %2d. %s\n", i+1, inv)
 	}
-	res := modelcheck.Check(modelcheck.Config{MaxSteps: *maxSteps, Sagas: *sagas, AllRecoveryCrashes: *allRec, Workers: *workers})
+	res := modelcheck.Check(modelcheck.Config{MaxSteps: *maxSteps, Sagas: *sagas, AllRecoveryCrashes: *allRec, Workers: *workers,
+		FirstTouch: *durability == "both"})
 	fmt.Fprintf(stdout, "\ncases run:        %d in %.1fs\n", res.Cases, res.Took.Seconds())
 	fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga\n", res.Base, res.TwoSaga)
 	fmt.Fprintf(stdout, "  power cut:      %d (%d struck mid-run, the rest at the end), plus %d cut points equivalent to one run\n",
@@ -58,7 +63,7 @@ func runCheck(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "violations:       %d cases\n", len(res.Failed))
 	if len(res.Failed) > 0 {
 		o := res.Failed[0]
-		fmt.Fprintf(stdout, "\nfirst counterexample:\n%s\nreplay: saga-supervisor check --case %s\n", o, o.Case)
+		fmt.Fprintf(stdout, "\nfirst counterexample:\n%s\nreplay: saga-supervisor check --case %s\n\n", o, o.Case)
 		return exitWith(1, "check: %d of %d cases violate an invariant", len(res.Failed), res.Cases)
 	}
 	return nil

@@ -77,6 +77,10 @@ type Case struct {
 	// of the recovery that follows the crash; 0: recovery runs to the end.
 	RecoveryCrash int
 
+	// FirstTouch runs the engine in first-touch durability: only a saga's
+	// first INTENT on each actuator waits for the disk.
+	FirstTouch bool
+
 	// Two-saga cases.
 	Sagas  int    // 1 (default) or 2
 	Steps2 int    // steps of the second agent's saga
@@ -97,6 +101,9 @@ func (c Case) String() string {
 		fmt.Fprintf(&b, ".%s", c.End)
 	}
 	fmt.Fprintf(&b, ".comp%d.orphan%d.crash%d.rcrash%d", c.CompFail, c.Orphan, c.Crash, c.RecoveryCrash)
+	if c.FirstTouch {
+		b.WriteString(".ft")
+	}
 	return b.String()
 }
 
@@ -118,6 +125,8 @@ func ParseCase(id string) (Case, error) {
 		switch {
 		case i == 0:
 			c.Steps, ok = num("n")
+		case part == "ft":
+			c.FirstTouch, ok = true, true
 		case strings.HasPrefix(part, "f"):
 			f, shape, found := strings.Cut(part[1:], "-")
 			n, err := strconv.Atoi(f)

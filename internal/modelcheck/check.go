@@ -12,7 +12,7 @@ import (
 // Invariants are what every case is checked against, in the words the
 // command prints.
 var Invariants = []string{
-	"intent durable before every effect: each step's INTENT and each compensation's COMP_INTENT survives a power cut taken at the moment its effect starts",
+	"intent durable before every effect: each step's INTENT and each compensation's COMP_INTENT survives a power cut taken at the moment its effect starts (first-touch durability: a saga's first INTENT on each actuator)",
 	"no effect after a refusal: a command over the limits, on an ended saga or after a halt is refused with its code and no driver is called",
 	"no effect after a halt: no step or compensation starts once the engine is halted, in the run or in a recovery of a journal that latched halt",
 	"LIFO: within a saga, compensations run last step first, across crashes and recoveries",
@@ -37,6 +37,8 @@ type Config struct {
 	// hash, so that the population covers every position.
 	AllRecoveryCrashes bool
 	Workers            int // 0: GOMAXPROCS
+	// FirstTouch also runs every case in first-touch durability.
+	FirstTouch bool
 	// Progress, when set, is called now and then with the cases run so far.
 	Progress func(cases int64)
 }
@@ -67,6 +69,12 @@ func Check(cfg Config) *Result {
 	base := BaseCases(cfg.MaxSteps)
 	if cfg.Sagas >= 2 {
 		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
+	}
+	if cfg.FirstTouch {
+		for _, c := range base[:len(base):len(base)] {
+			c.FirstTouch = true
+			base = append(base, c)
+		}
 	}
 	res := &Result{}
 	var mu sync.Mutex

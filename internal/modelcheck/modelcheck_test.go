@@ -66,6 +66,11 @@ func TestCasesEnumerateAndRoundTrip(t *testing.T) {
 	if len(cases) < 3210/2 {
 		t.Errorf("%d crash-free cases for 6 steps", len(cases))
 	}
+	ft := cases[len(cases)-1]
+	ft.FirstTouch = true
+	if back, err := ParseCase(ft.String()); err != nil || back != ft {
+		t.Fatalf("first-touch case %s reads back as %+v, %v", ft, back, err)
+	}
 	for _, c := range TwoSagaCases(6) {
 		back, err := ParseCase(c.String())
 		if err != nil || back != c {

@@ -58,9 +58,13 @@ func (o *Outcome) String() string {
 }
 
 func (p *proc) options(r *robot) recovery.Options {
+	durability := rollback.EveryStep
+	if r.c.FirstTouch {
+		durability = rollback.FirstTouch
+	}
 	return recovery.Options{Dir: journalDir, NoLock: true,
 		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
-		Engine: rollback.Config{Actuators: r.registry(p), Durability: rollback.EveryStep, Order: rollback.Retrace,
+		Engine: rollback.Config{Actuators: r.registry(p), Durability: durability, Order: rollback.Retrace,
 			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond}}
 }
 

@@ -241,8 +241,10 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 		r.violate("%s: %s driven to %g, which no step, compensation or safe policy asked for", d.p.label(), d.name, v)
 		return d.r.devs[d.name].Set(ctx, v)
 	}
-	if c.kind == forwardCall || c.kind == compCall {
+	if c.kind == compCall || (c.kind == forwardCall && (!r.c.FirstTouch || r.firstTouch(c))) {
 		d.checkDurable(c)
+	}
+	if c.kind == forwardCall || c.kind == compCall {
 		if d.halted() {
 			r.violate("%s: %s after a halt", d.p.label(), c)
 		}
@@ -287,6 +289,18 @@ func (d *driver) Halt() error {
 	}
 	d.r.mu.Unlock()
 	return d.r.devs[d.name].Halt()
+}
+
+// firstTouch reports whether a forward call is its saga's first step on
+// its actuator: in first-touch durability only that INTENT must be durable
+// before the effect (its prior is the saga's restore target).
+func (r *robot) firstTouch(c call) bool {
+	for _, st := range r.steps {
+		if st.saga == c.saga && st.act == c.act {
+			return st.n == c.step
+		}
+	}
+	return false
 }
 
 func (d *driver) halted() bool {
