@@ -46,12 +46,16 @@ func openPowerMonitor(sc config.Supply) (VoltSource, i2c.BusCloser, error) {
 		return nil, nil, fmt.Errorf("i2c bus %q: %w", sc.I2C.Bus, err)
 	}
 	dev := &i2c.Dev{Bus: bus, Addr: uint16(sc.I2C.Addr)}
+	stale := time.Duration(0) // the driver's default: four conversions plus 50ms
+	if !sc.I2C.ConversionCheck {
+		stale = -1
+	}
 	var src VoltSource
 	switch sc.Driver {
 	case "ina219":
-		src, err = ina2xx.NewINA219(dev, ina2xx.INA219Config{ShuntOhms: sc.I2C.ShuntOhms, Averages: sc.I2C.Averages})
+		src, err = ina2xx.NewINA219(dev, ina2xx.INA219Config{ShuntOhms: sc.I2C.ShuntOhms, Averages: sc.I2C.Averages, StaleAfter: stale})
 	case "ina226":
-		src, err = ina2xx.NewINA226(dev, ina2xx.INA226Config{ShuntOhms: sc.I2C.ShuntOhms, Averages: sc.I2C.Averages})
+		src, err = ina2xx.NewINA226(dev, ina2xx.INA226Config{ShuntOhms: sc.I2C.ShuntOhms, Averages: sc.I2C.Averages, StaleAfter: stale})
 	default:
 		err = errors.New("not an I2C power monitor")
 	}

@@ -179,6 +179,11 @@ type I2CSupply struct {
 	// Averages is how many samples each reading averages (0: the chip
 	// driver's default, 16).
 	Averages int `yaml:"averages"`
+	// ConversionCheck (default true) fails readings once the chip has
+	// finished no conversion for a while, so a wedged chip cannot serve a
+	// frozen voltage. Turn it off only for a clone whose conversion-ready
+	// flag does not work — a stopped chip then goes unnoticed.
+	ConversionCheck bool `yaml:"conversion_check"`
 }
 
 // MCUSupply is a supply measured by a microcontroller (driver: mcu) and

@@ -105,7 +105,7 @@ func defaults() *Config {
 }
 
 func (s *Supply) setDefaults() {
-	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt, I2C: I2CSupply{Addr: 0x40}}
+	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt, I2C: I2CSupply{Addr: 0x40, ConversionCheck: true}}
 }
 
 func (m *MCU) setDefaults() {
