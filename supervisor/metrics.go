@@ -249,6 +249,8 @@ type stateCollector struct {
 
 	ready, halted, openSagas, leases   *prometheus.Desc
 	supplyVolts, supplyTripped, actCmd *prometheus.Desc
+
+	serialUp, serialFrames, serialCRC, serialRetx, serialLost *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -263,6 +265,11 @@ func newStateCollector() *stateCollector {
 		supplyVolts:   d("saga_supply_volts", "A supply's last voltage reading, volts (absent until the supply has given a valid reading).", "supply"),
 		supplyTripped: d("saga_supply_tripped", "1 while a supply's trip is latched, else 0.", "supply"),
 		actCmd:        d("saga_actuator_commanded", "The value last commanded to an actuator, in its own unit (degrees, duty, 0/1).", "actuator"),
+		serialUp:      d("saga_serial_link_up", "1 while the serial session with a microcontroller board is up, else 0.", "mcu"),
+		serialFrames:  d("saga_serial_frames_received_total", "Valid frames received from a board.", "mcu"),
+		serialCRC:     d("saga_serial_crc_errors_total", "Candidate frames from a board dropped for a CRC mismatch (line noise, garbage).", "mcu"),
+		serialRetx:    d("saga_serial_retransmits_total", "Requests sent to a board again for want of an answer.", "mcu"),
+		serialLost:    d("saga_serial_sessions_lost_total", "Sessions with a board that ended: silence, no answer, port gone, board reset or watchdog.", "mcu"),
 	}
 }
 
@@ -270,7 +277,8 @@ func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd} {
+	for _, d := range []*prometheus.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
+		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost} {
 		ch <- d
 	}
 }
@@ -298,6 +306,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, a := range st.Actuators {
 		gauge(c.actCmd, a.Commanded, a.Name)
+	}
+	counter := func(d *prometheus.Desc, v uint64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
+	}
+	for _, in := range s.opt.Inputs {
+		m, ok := in.(mcuInput)
+		if !ok {
+			continue
+		}
+		st := m.l.Stats()
+		gauge(c.serialUp, bit(m.l.Ready() == nil), m.name)
+		counter(c.serialFrames, st.Frames, m.name)
+		counter(c.serialCRC, st.BadCRC, m.name)
+		counter(c.serialRetx, st.Retransmits, m.name)
+		counter(c.serialLost, st.SessionsLost, m.name)
 	}
 }
 
