@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
@@ -237,6 +239,8 @@ func TestDaemonOverMosquitto(t *testing.T) {
 		hb = append(hb, time.Since(t0))
 	}
 	t.Logf("heartbeat→reply over mosquitto: p50 %v p99 %v", hb.Percentile(0.5), hb.Percentile(0.99))
+	echo := mqttEcho(t, broker, 200)
+	t.Logf("MQTT echo between two paho clients over the same mosquitto (no supervisor): p50 %v p99 %v", echo.Percentile(0.5), echo.Percentile(0.99))
 	floor, err := latency.Floor(dir, 200, 200)
 	if err != nil {
 		t.Fatal(err)
@@ -335,4 +339,42 @@ func TestBrokerACLBindsAgents(t *testing.T) {
 		t.Fatalf("mallory speaking for planner on cmd/mallory: %+v (answered %v)", r, ok)
 	}
 	planner.Must(map[string]any{"op": "heartbeat"}) // planner still holds its lease
+}
+
+// mqttEcho measures the MQTT path alone, the floor under any command's
+// latency: one paho client publishes (QoS 1) to another, which publishes it
+// back (QoS 1), through the broker — the same hops a request and its reply
+// make, with nothing done in between.
+func mqttEcho(t *testing.T, broker string, n int) latency.Samples {
+	t.Helper()
+	connect := func(id string) paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(broker).SetClientID(id).SetOrderMatters(false))
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("echo client %s: %v", id, tok.Error())
+		}
+		t.Cleanup(func() { c.Disconnect(0) })
+		return c
+	}
+	echo, ping := connect("bench-echo"), connect("bench-ping")
+	if tok := echo.Subscribe("bench/ping", 1, func(c paho.Client, m paho.Message) {
+		c.Publish("bench/pong", 1, false, m.Payload())
+	}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	got := make(chan struct{}, 1)
+	if tok := ping.Subscribe("bench/pong", 1, func(paho.Client, paho.Message) { got <- struct{}{} }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	var lat latency.Samples
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		ping.Publish("bench/ping", 1, false, []byte("x"))
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no echo")
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat
 }
