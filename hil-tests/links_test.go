@@ -233,6 +233,9 @@ func TestBrokerRestart(t *testing.T) {
 func (r *rig) brokerOutage(graceful bool) {
 	t := r.t
 	if r.usesEmbeddedBroker() {
+		if r.sim {
+			t.Fatal("the sim rig must run its own mosquitto for the broker scenarios")
+		}
 		t.Skipf("rig %s: the config uses the embedded broker, which cannot restart without the supervisor", *rigFlag)
 	}
 	r.setup()

@@ -62,6 +62,9 @@ func TestLimitRefusal(t *testing.T) {
 		}
 	}
 	if a.Clamp {
+		if r.sim {
+			t.Fatal("configs/sim.yaml: every actuator under test has policy clamp; one must reject")
+		}
 		t.Skipf("rig %s: every actuator under test has policy clamp, so none refuses an over-limit step", *rigFlag)
 	}
 	r.setup()
