@@ -180,6 +180,9 @@ type Engine struct {
 	maxEpoch uint64 // the highest lease epoch a saga began under
 	halted   bool
 	haltWhy  string
+	// safeDone: this process has applied the safe policies since the halt
+	// latched (so Recover need not apply them again).
+	safeDone bool
 	fatal    error
 	buf      []byte // record encoding buffer, guarded by mu
 	inflight sync.WaitGroup

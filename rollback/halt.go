@@ -26,6 +26,7 @@ func (e *Engine) halt(reason string, latch bool) ([]*Report, error) {
 	if !e.halted {
 		e.halted = true
 		e.haltWhy = reason
+		e.safeDone = false
 		if latch {
 			e.log.Error("halt", "reason", reason)
 			if e.fatal == nil {
@@ -117,6 +118,9 @@ func (e *Engine) goSafeAll() error {
 			e.mu.Unlock()
 		}
 	}
+	e.mu.Lock()
+	e.safeDone = e.halted
+	e.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -209,11 +209,12 @@ func (e *Engine) Recover() ([]*Report, error) {
 		rep.Recovered = true
 		reps = append(reps, rep)
 	}
-	if e.halted {
+	if e.halted && !e.safeDone {
 		// The halt is latched: make it true of the world again. The
 		// previous process may have died before (or while) moving every
 		// actuator to its safe policy, and replay took the SAFE records'
-		// values as commanded.
+		// values as commanded. (A halt latched by this process before
+		// Recover — an e-stop pressed at start — has just done so.)
 		e.mu.Unlock()
 		err := e.goSafeAll()
 		e.mu.Lock()
