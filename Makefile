@@ -38,29 +38,6 @@ lint:
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
-# check model-checks the real engine, journal and recovery (docs/PROOF.md):
-# every case up to 6 steps, two interleaved sagas, a power cut before every
-# journal file-system call and one during each recovery, in both durability
-# modes.
-check:
-	$(GO) run ./cmd/saga-supervisor check --max-steps 6 --sagas 2 --durability both
-
-lint:
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-
-# fuzz runs each fuzz target for FUZZTIME (go test -fuzz takes one target at a
-# time). Minimising a new input is capped: uncapped, it can eat the whole
-# budget (seen on the journal decoder: 15 s of a 20 s run spent minimising).
-fuzz:
-	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
-	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$spec/*_test.go | sed 's/^func //'); do \
-	    echo "fuzz $$spec $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$spec || exit 1; \
-	  done; \
-	done
-
 # bench measures the journal against the device's fsync floor and tidwall/wal,
 # the engine step, and the gate, all in one run so the ratios are comparable.
 bench:

@@ -15,7 +15,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // DefaultBroker is the embedded broker of the supervisor's default
@@ -78,7 +79,7 @@ type Client struct {
 	n      atomic.Uint64 // request counter
 
 	mu      sync.Mutex
-	pending map[string]func(mqtt.Reply)
+	pending map[string]func(api.Reply)
 	lease   Lease
 	leased  bool
 	ackAt   time.Time     // when the last acknowledged heartbeat (or the hello) was sent
@@ -120,7 +121,7 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	if opt.ClientID == "" {
 		opt.ClientID = opt.Agent
 	}
-	if err := mqtt.ValidLevel(opt.Agent); err != nil {
+	if err := api.ValidName(opt.Agent); err != nil {
 		return nil, fmt.Errorf("client: agent %q: %w", opt.Agent, err)
 	}
 	topics := mqtt.Topics{Prefix: opt.Prefix, Device: opt.Device}
@@ -132,7 +133,7 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	}
 	var session [4]byte
 	rand.Read(session[:])
-	c := &Client{opt: opt, topics: topics, idPre: opt.Agent + "-" + hex.EncodeToString(session[:]) + "-", pending: map[string]func(mqtt.Reply){},
+	c := &Client{opt: opt, topics: topics, idPre: opt.Agent + "-" + hex.EncodeToString(session[:]) + "-", pending: map[string]func(api.Reply){},
 		lost: make(chan struct{}), gone: make(chan struct{}),
 		hbStop: make(chan struct{}), hbDone: make(chan struct{}), watchers: map[*watcher]struct{}{}}
 
@@ -206,7 +207,7 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 func (c *Client) hello(ctx context.Context) error {
-	req := mqtt.Request{Op: mqtt.OpHello}
+	req := api.Request{Op: api.OpHello}
 	if c.opt.TTL > 0 {
 		req.TTLMS = int64((c.opt.TTL + time.Millisecond - 1) / time.Millisecond)
 	}
@@ -218,7 +219,7 @@ func (c *Client) hello(ctx context.Context) error {
 	l := Lease{ID: r.Lease, Epoch: r.Epoch, TTL: time.Duration(r.TTLMS) * time.Millisecond,
 		Heartbeat: time.Duration(r.HeartbeatMS) * time.Millisecond}
 	if l.ID == "" || l.Epoch == 0 || l.TTL <= 0 {
-		return &Error{Op: string(mqtt.OpHello), ID: r.ID, Code: mqtt.CodeInternal,
+		return &Error{Op: string(api.OpHello), ID: r.ID, Code: api.CodeInternal,
 			Message: fmt.Sprintf("hello granted no usable lease (lease %q, epoch %d, ttl_ms %d)", r.Lease, r.Epoch, r.TTLMS)}
 	}
 	if l.Heartbeat <= 0 || l.Heartbeat > l.TTL/4 {
@@ -276,7 +277,7 @@ func (c *Client) markLost(err error, bye bool) {
 	if bye && leased {
 		// Fire and forget, off the caller's goroutine (it may be paho's).
 		go func() {
-			b, err := mqtt.EncodeRequest(mqtt.Request{ID: c.nextID(), Agent: c.opt.Agent, Op: mqtt.OpBye, Lease: l.ID, Epoch: l.Epoch})
+			b, err := api.EncodeRequest(api.Request{ID: c.nextID(), Agent: c.opt.Agent, Op: api.OpBye, Lease: l.ID, Epoch: l.Epoch})
 			if err == nil {
 				c.mc.Publish(c.topics.AgentCmd(c.opt.Agent), 1, false, b)
 			}
@@ -314,7 +315,7 @@ func (c *Client) nextID() string {
 
 // onReply is paho's handler for the reply topic. It must not block.
 func (c *Client) onReply(_ paho.Client, m paho.Message) {
-	var r mqtt.Reply
+	var r api.Reply
 	if err := json.Unmarshal(m.Payload(), &r); err != nil || r.ID == "" {
 		return // not a reply to anything of ours
 	}
@@ -330,9 +331,9 @@ func (c *Client) onReply(_ paho.Client, m paho.Message) {
 // publish sends req (filling in its id and agent), with f to be called with
 // its reply, and (if waitAck) waits until the broker has taken it or ctx
 // ends.
-func (c *Client) publish(ctx context.Context, req *mqtt.Request, waitAck bool, f func(mqtt.Reply)) error {
+func (c *Client) publish(ctx context.Context, req *api.Request, waitAck bool, f func(api.Reply)) error {
 	req.ID, req.Agent = c.nextID(), c.opt.Agent
-	b, err := mqtt.EncodeRequest(*req)
+	b, err := api.EncodeRequest(*req)
 	if err != nil {
 		return encodeError(req.Op, err)
 	}
@@ -373,7 +374,7 @@ func (c *Client) gone0() error {
 // call sends a request and waits for its reply. leased: the request acts
 // under the lease, which is filled in; it is not sent once the lease is
 // lost, and a reply saying the lease ended marks the client lost.
-func (c *Client) call(ctx context.Context, req mqtt.Request, leased bool) (mqtt.Reply, error) {
+func (c *Client) call(ctx context.Context, req api.Request, leased bool) (api.Reply, error) {
 	var lost <-chan struct{}
 	if leased {
 		c.mu.Lock()
@@ -381,10 +382,10 @@ func (c *Client) call(ctx context.Context, req mqtt.Request, leased bool) (mqtt.
 		case c.lostErr != nil:
 			err := c.lostErr
 			c.mu.Unlock()
-			return mqtt.Reply{}, err
+			return api.Reply{}, err
 		case !c.leased:
 			c.mu.Unlock()
-			return mqtt.Reply{}, ErrNoLease
+			return api.Reply{}, ErrNoLease
 		}
 		req.Lease, req.Epoch = c.lease.ID, c.lease.Epoch
 		c.mu.Unlock()
@@ -392,11 +393,11 @@ func (c *Client) call(ctx context.Context, req mqtt.Request, leased bool) (mqtt.
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	ch := make(chan mqtt.Reply, 1)
-	if err := c.publish(ctx, &req, true, func(r mqtt.Reply) { ch <- r }); err != nil {
-		return mqtt.Reply{}, err
+	ch := make(chan api.Reply, 1)
+	if err := c.publish(ctx, &req, true, func(r api.Reply) { ch <- r }); err != nil {
+		return api.Reply{}, err
 	}
-	answer := func(r mqtt.Reply) (mqtt.Reply, error) {
+	answer := func(r api.Reply) (api.Reply, error) {
 		if r.OK {
 			return r, nil
 		}
@@ -422,7 +423,7 @@ func (c *Client) call(ctx context.Context, req mqtt.Request, leased bool) (mqtt.
 	case r := <-ch: // the reply came after all: it is the truth
 		return answer(r)
 	default:
-		return mqtt.Reply{}, err
+		return api.Reply{}, err
 	}
 }
 
@@ -447,15 +448,15 @@ func (c *Client) heartbeat() {
 			return
 		}
 		sent := time.Now()
-		req := mqtt.Request{Op: mqtt.OpHeartbeat, Lease: l.ID, Epoch: l.Epoch}
+		req := api.Request{Op: api.OpHeartbeat, Lease: l.ID, Epoch: l.Epoch}
 		// Not waiting for the broker's PUBACK: the reply is what counts,
 		// and the next heartbeat must not wait for this one.
-		err := c.publish(context.Background(), &req, false, func(r mqtt.Reply) {
+		err := c.publish(context.Background(), &req, false, func(r api.Reply) {
 			if r.OK {
 				c.acked(sent)
 				return
 			}
-			c.markLost(fmt.Errorf("%w: heartbeat refused: %w", ErrLeaseLost, replyError(mqtt.OpHeartbeat, r)), false)
+			c.markLost(fmt.Errorf("%w: heartbeat refused: %w", ErrLeaseLost, replyError(api.OpHeartbeat, r)), false)
 		})
 		if err == nil {
 			// A reply that never comes must not stay pending for ever.
@@ -500,7 +501,7 @@ func (c *Client) Close(ctx context.Context) error {
 		byeNeeded := c.leased && c.lostErr == nil && c.goneErr == nil
 		c.mu.Unlock()
 		if byeNeeded {
-			_, err = c.call(ctx, mqtt.Request{Op: mqtt.OpBye}, true)
+			_, err = c.call(ctx, api.Request{Op: api.OpBye}, true)
 			if errors.Is(err, ErrLeaseLost) {
 				err = c.Err() // the lease ended before the bye: say so
 			}
@@ -519,21 +520,21 @@ func (c *Client) Close(ctx context.Context) error {
 // every command refused with HALTED until an operator resets. It needs no
 // lease (it works on a lost or NoLease client while connected).
 func (c *Client) Halt(ctx context.Context, reason string) error {
-	_, err := c.call(ctx, mqtt.Request{Op: mqtt.OpHalt, Reason: reason}, false)
+	_, err := c.call(ctx, api.Request{Op: api.OpHalt, Reason: reason}, false)
 	return err
 }
 
 // Reset clears a halt with the operator token. A wrong token is an *Error
 // matching ErrUnauthorized; a supervisor not ready again, ErrNotReady.
 func (c *Client) Reset(ctx context.Context, token string) error {
-	_, err := c.call(ctx, mqtt.Request{Op: mqtt.OpReset, Token: token}, false)
+	_, err := c.call(ctx, api.Request{Op: api.OpReset, Token: token}, false)
 	return err
 }
 
 // Status returns the supervisor's full status object (what its HTTP status
 // endpoint serves; it always has "ready" and "halted").
 func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {
-	r, err := c.call(ctx, mqtt.Request{Op: mqtt.OpStatus}, false)
+	r, err := c.call(ctx, api.Request{Op: api.OpStatus}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/client"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -251,7 +251,7 @@ func TestClientHungLeaseExpires(t *testing.T) {
 	wctx, stop := context.WithCancel(context.Background())
 	var (
 		mu      sync.Mutex
-		reports []*mqtt.ReportJSON
+		reports []*api.ReportJSON
 		states  = map[string]float64{}
 	)
 	watched := make(chan error, 1)
@@ -259,7 +259,7 @@ func TestClientHungLeaseExpires(t *testing.T) {
 		watched <- w.Watch(wctx, func(u client.Update) {
 			mu.Lock()
 			defer mu.Unlock()
-			if u.Event != nil && u.Event.Kind == mqtt.EventRollback {
+			if u.Event != nil && u.Event.Kind == api.EventRollback {
 				reports = append(reports, u.Event.Report)
 			}
 			if u.State != nil {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
 // Errors to test with errors.Is. A *Error matches the ones its code means
@@ -35,7 +35,7 @@ var (
 
 // Error is a refusal or failure sent back by the supervisor (or, for
 // BAD_REQUEST, NOT_FINITE and PAYLOAD_TOO_LARGE, found by the client before
-// sending, with an empty ID: nothing was sent). Code is one of mqtt.Codes.
+// sending, with an empty ID: nothing was sent). Code is one of api.Codes.
 type Error struct {
 	Op      string // the request's op: "step", "hello", ...
 	ID      string // the request's id; "" when refused before sending
@@ -43,7 +43,7 @@ type Error struct {
 	Message string
 	// Report is the unwind a failed step caused (STEP_FAILED,
 	// STEP_IN_DOUBT); nil otherwise.
-	Report *mqtt.ReportJSON
+	Report *api.ReportJSON
 }
 
 func (e *Error) Error() string {
@@ -69,7 +69,7 @@ type class struct {
 	sentinel error // what errors.Is matches, or nil
 }
 
-// codeClass covers every code of mqtt.Codes (a test keeps it so). A code
+// codeClass covers every code of api.Codes (a test keeps it so). A code
 // the supervisor adds later and this table lacks is treated as not a
 // refusal: the client cannot promise that nothing moved.
 var codeClass = map[string]class{
@@ -133,17 +133,17 @@ func CodeOf(err error) string {
 }
 
 // replyError turns a refusal reply into an *Error.
-func replyError(op mqtt.Op, r mqtt.Reply) *Error {
+func replyError(op api.Op, r api.Reply) *Error {
 	code := r.Code
 	if code == "" {
-		code = mqtt.CodeInternal // a refusal without a code is a supervisor bug
+		code = api.CodeInternal // a refusal without a code is a supervisor bug
 	}
 	return &Error{Op: string(op), ID: r.ID, Code: code, Message: r.Message, Report: r.Report}
 }
 
 // encodeError turns EncodeRequest's refusal into an *Error.
-func encodeError(op mqtt.Op, err error) error {
-	var me *mqtt.Error
+func encodeError(op api.Op, err error) error {
+	var me *api.Error
 	if errors.As(err, &me) {
 		return &Error{Op: string(op), Code: me.Code, Message: "not sent: " + me.Message}
 	}

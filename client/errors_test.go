@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/client"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 )
 
-// Every wire code is classified: a code added to mqtt.Codes must be given
+// Every wire code is classified: a code added to api.Codes must be given
 // a meaning here before this test passes again.
 func TestClientErrorCodesClassified(t *testing.T) {
-	for _, ci := range mqtt.Codes {
+	for _, ci := range api.Codes {
 		if !client.CodeClassified(ci.Code) {
 			t.Errorf("code %s is not classified by the client", ci.Code)
 		}
@@ -61,7 +61,7 @@ func TestClientErrorClasses(t *testing.T) {
 	if client.IsRefusal(nil) || client.IsRefusal(errors.New("timeout")) || client.CodeOf(nil) != "" {
 		t.Fatal("non-*Error classified as a refusal")
 	}
-	e := &client.Error{Op: "step", Code: "STEP_FAILED", Message: "wrist: driver error", Report: &mqtt.ReportJSON{Saga: 7, Verdict: "partial"}}
+	e := &client.Error{Op: "step", Code: "STEP_FAILED", Message: "wrist: driver error", Report: &api.ReportJSON{Saga: 7, Verdict: "partial"}}
 	if got, want := e.Error(), "step: STEP_FAILED: wrist: driver error (saga 7 unwound: partial)"; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
 // Saga is one open saga under the client's lease. Its methods wait for each
@@ -23,12 +23,12 @@ type Saga struct {
 
 // Begin opens a saga under the lease.
 func (c *Client) Begin(ctx context.Context) (*Saga, error) {
-	r, err := c.call(ctx, mqtt.Request{Op: mqtt.OpBegin}, true)
+	r, err := c.call(ctx, api.Request{Op: api.OpBegin}, true)
 	if err != nil {
 		return nil, err
 	}
 	if r.Saga == 0 {
-		return nil, &Error{Op: string(mqtt.OpBegin), ID: r.ID, Code: mqtt.CodeInternal, Message: "begin granted no saga id"}
+		return nil, &Error{Op: string(api.OpBegin), ID: r.ID, Code: api.CodeInternal, Message: "begin granted no saga id"}
 	}
 	return &Saga{c: c, id: r.Saga}, nil
 }
@@ -46,17 +46,17 @@ type StepResult struct {
 }
 
 // StepOption modifies one step.
-type StepOption func(*mqtt.Request) error
+type StepOption func(*api.Request) error
 
 // WithDeadline makes the step void unless the supervisor admits it within
 // d of receiving it (deadline_ms, rounded up to a millisecond, 1ms..1m);
 // otherwise it is refused DEADLINE_PASSED and nothing moves.
 func WithDeadline(d time.Duration) StepOption {
-	return func(r *mqtt.Request) error {
+	return func(r *api.Request) error {
 		ms := (d + time.Millisecond - 1) / time.Millisecond
-		if d <= 0 || ms > mqtt.MaxDeadlineMS {
-			return &Error{Op: string(mqtt.OpStep), Code: mqtt.CodeBadRequest,
-				Message: fmt.Sprintf("not sent: deadline %v is outside 1ms..%v", d, time.Duration(mqtt.MaxDeadlineMS)*time.Millisecond)}
+		if d <= 0 || ms > api.MaxDeadlineMS {
+			return &Error{Op: string(api.OpStep), Code: api.CodeBadRequest,
+				Message: fmt.Sprintf("not sent: deadline %v is outside 1ms..%v", d, time.Duration(api.MaxDeadlineMS)*time.Millisecond)}
 		}
 		r.DeadlineMS = int64(ms)
 		return nil
@@ -69,7 +69,7 @@ func WithDeadline(d time.Duration) StepOption {
 // (ErrSagaEnded). Any other error (a timeout) leaves the step's outcome
 // unknown: abort the saga.
 func (s *Saga) Step(ctx context.Context, actuator string, value float64, opts ...StepOption) (StepResult, error) {
-	req := mqtt.Request{Op: mqtt.OpStep, Saga: s.id, Actuator: actuator, Value: value}
+	req := api.Request{Op: api.OpStep, Saga: s.id, Actuator: actuator, Value: value}
 	for _, o := range opts {
 		if err := o(&req); err != nil {
 			return StepResult{}, err
@@ -106,7 +106,7 @@ func (s *Saga) Commit(ctx context.Context) error {
 	if s.ended != nil {
 		return s.ended
 	}
-	_, err := s.c.call(ctx, mqtt.Request{Op: mqtt.OpCommit, Saga: s.id}, true)
+	_, err := s.c.call(ctx, api.Request{Op: api.OpCommit, Saga: s.id}, true)
 	if err == nil {
 		s.ended = fmt.Errorf("client: saga %d was committed: %w", s.id, ErrSagaEnded)
 		return nil
@@ -118,13 +118,13 @@ func (s *Saga) Commit(ctx context.Context) error {
 // Abort unwinds the saga and returns the report of the unwind: whether it
 // put everything back is the report's Verdict ("clean" or "partial"), not
 // the error, which is nil when the unwind ran.
-func (s *Saga) Abort(ctx context.Context, reason string) (*mqtt.ReportJSON, error) {
+func (s *Saga) Abort(ctx context.Context, reason string) (*api.ReportJSON, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended != nil {
 		return nil, s.ended
 	}
-	r, err := s.c.call(ctx, mqtt.Request{Op: mqtt.OpAbort, Saga: s.id, Reason: reason}, true)
+	r, err := s.c.call(ctx, api.Request{Op: api.OpAbort, Saga: s.id, Reason: reason}, true)
 	if err == nil {
 		s.ended = fmt.Errorf("client: saga %d was aborted: %w", s.id, ErrSagaEnded)
 		return r.Report, nil

@@ -12,7 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
 // Update is one message on the supervisor's status, events or state
@@ -23,9 +23,9 @@ type Update struct {
 	Payload  []byte
 	Retained bool // a retained message: the last one published before Watch subscribed
 
-	Status *mqtt.Status // <prefix>/<device>/status
-	Event  *mqtt.Event  // <prefix>/<device>/events (ignore kinds you do not know)
-	State  *State       // <prefix>/<device>/state/<actuator>
+	Status *api.Status // <prefix>/<device>/status
+	Event  *api.Event  // <prefix>/<device>/events (ignore kinds you do not know)
+	State  *State      // <prefix>/<device>/state/<actuator>
 }
 
 // State is the retained commanded state of one actuator.
@@ -118,12 +118,12 @@ func (c *Client) onWatch(_ paho.Client, m paho.Message) {
 	statePrefix := strings.TrimSuffix(c.topics.State("+"), "+")
 	switch {
 	case u.Topic == c.topics.Status():
-		var s mqtt.Status
+		var s api.Status
 		if json.Unmarshal(u.Payload, &s) == nil {
 			u.Status = &s
 		}
 	case u.Topic == c.topics.Events():
-		var e mqtt.Event
+		var e api.Event
 		if json.Unmarshal(u.Payload, &e) == nil {
 			u.Event = &e
 		}

@@ -10,7 +10,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // replyTimeout bounds the wait for one reply: a hang guard.
@@ -36,10 +37,10 @@ type agent struct {
 	epoch    uint64
 	ttl      time.Duration
 	n        int
-	wait     map[string]chan mqtt.Reply
-	events   []mqtt.Event
+	wait     map[string]chan api.Reply
+	events   []api.Event
 	states   map[string]float64 // retained state/<actuator>: commanded values
-	status   mqtt.Status
+	status   api.Status
 	statuses int // retained status messages received
 	conns    int // successful connects (1 + reconnects)
 	hbStop   chan struct{}
@@ -49,7 +50,7 @@ type agent struct {
 // replies, the events and the status.
 func (r *rig) newAgent(name string) *agent {
 	r.t.Helper()
-	a := &agent{t: r.t, name: name, topics: r.plan.Topics, wait: map[string]chan mqtt.Reply{}, states: map[string]float64{}}
+	a := &agent{t: r.t, name: name, topics: r.plan.Topics, wait: map[string]chan api.Reply{}, states: map[string]float64{}}
 	subscribed := make(chan error, 1)
 	opts := paho.NewClientOptions().AddBroker(r.plan.Broker).SetClientID(name).
 		SetCleanSession(true).
@@ -113,7 +114,7 @@ func (a *agent) subscribe(c paho.Client) error {
 }
 
 func (a *agent) onReply(_ paho.Client, m paho.Message) {
-	var rep mqtt.Reply
+	var rep api.Reply
 	if err := json.Unmarshal(m.Payload(), &rep); err != nil {
 		a.t.Errorf("agent %s: a reply that is not JSON: %q: %v", a.name, m.Payload(), err)
 		return
@@ -128,7 +129,7 @@ func (a *agent) onReply(_ paho.Client, m paho.Message) {
 }
 
 func (a *agent) onEvent(_ paho.Client, m paho.Message) {
-	var ev mqtt.Event
+	var ev api.Event
 	if json.Unmarshal(m.Payload(), &ev) == nil {
 		a.mu.Lock()
 		a.events = append(a.events, ev)
@@ -137,7 +138,7 @@ func (a *agent) onEvent(_ paho.Client, m paho.Message) {
 }
 
 func (a *agent) onStatus(_ paho.Client, m paho.Message) {
-	var st mqtt.Status
+	var st api.Status
 	if json.Unmarshal(m.Payload(), &st) == nil {
 		a.mu.Lock()
 		a.status = st
@@ -176,11 +177,11 @@ func (a *agent) close() {
 
 // send publishes req (id, agent, and the lease when the op needs one
 // filled in) and waits for its reply.
-func (a *agent) send(req map[string]any) (mqtt.Reply, error) {
+func (a *agent) send(req map[string]any) (api.Reply, error) {
 	a.mu.Lock()
 	a.n++
 	id := fmt.Sprintf("%s-%d", a.name, a.n)
-	ch := make(chan mqtt.Reply, 1)
+	ch := make(chan api.Reply, 1)
 	a.wait[id] = ch
 	lease, epoch := a.lease, a.epoch
 	a.mu.Unlock()
@@ -194,7 +195,7 @@ func (a *agent) send(req map[string]any) (mqtt.Reply, error) {
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
-		return mqtt.Reply{}, err
+		return api.Reply{}, err
 	}
 	a.c.Publish(a.topics.AgentCmd(a.name), 1, false, b)
 	select {
@@ -204,12 +205,12 @@ func (a *agent) send(req map[string]any) (mqtt.Reply, error) {
 		a.mu.Lock()
 		delete(a.wait, id)
 		a.mu.Unlock()
-		return mqtt.Reply{}, fmt.Errorf("agent %s: %s: %w after %v", a.name, b, errNoReply, replyTimeout)
+		return api.Reply{}, fmt.Errorf("agent %s: %s: %w after %v", a.name, b, errNoReply, replyTimeout)
 	}
 }
 
 // do is send, failing the test when no reply comes.
-func (a *agent) do(req map[string]any) mqtt.Reply {
+func (a *agent) do(req map[string]any) api.Reply {
 	a.t.Helper()
 	rep, err := a.send(req)
 	if err != nil {
@@ -219,7 +220,7 @@ func (a *agent) do(req map[string]any) mqtt.Reply {
 }
 
 // must is do, failing the test on a refusal.
-func (a *agent) must(req map[string]any) mqtt.Reply {
+func (a *agent) must(req map[string]any) api.Reply {
 	a.t.Helper()
 	rep := a.do(req)
 	if !rep.OK {
@@ -229,7 +230,7 @@ func (a *agent) must(req map[string]any) mqtt.Reply {
 }
 
 // refused is do, failing the test unless the reply is a refusal with code.
-func (a *agent) refused(code string, req map[string]any) mqtt.Reply {
+func (a *agent) refused(code string, req map[string]any) api.Reply {
 	a.t.Helper()
 	rep := a.do(req)
 	if rep.OK || rep.Code != code {
@@ -254,7 +255,7 @@ func (a *agent) begin() uint64 {
 }
 
 // step sends one step and returns the reply, whatever it says.
-func (a *agent) step(saga uint64, actuator string, value float64) mqtt.Reply {
+func (a *agent) step(saga uint64, actuator string, value float64) api.Reply {
 	a.t.Helper()
 	return a.do(map[string]any{"op": "step", "saga": saga, "actuator": actuator, "value": value})
 }
@@ -301,7 +302,7 @@ func (a *agent) stopHeartbeat() {
 }
 
 // rollbackFor returns the first rollback event seen for saga.
-func (a *agent) rollbackFor(saga uint64) (*mqtt.ReportJSON, bool) {
+func (a *agent) rollbackFor(saga uint64) (*api.ReportJSON, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, ev := range a.events {
@@ -313,7 +314,7 @@ func (a *agent) rollbackFor(saga uint64) (*mqtt.ReportJSON, bool) {
 }
 
 // lastStatus returns the last retained status seen and how many arrived.
-func (a *agent) lastStatus() (mqtt.Status, int) {
+func (a *agent) lastStatus() (api.Status, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.status, a.statuses

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // Plan is what the scenarios need to know about a rig, worked out from the

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
 // checkCleanReport fails the test unless rep is a clean unwind of saga:
 // one compensated step per actuator in want, in unwind order (last step
 // first), each driven back to its setup pose, the prior the saga found.
-func (r *rig) checkCleanReport(what string, rep *mqtt.ReportJSON, saga uint64, want []string) {
+func (r *rig) checkCleanReport(what string, rep *api.ReportJSON, saga uint64, want []string) {
 	r.t.Helper()
 	if rep == nil {
 		r.t.Fatalf("%s: no rollback report", what)

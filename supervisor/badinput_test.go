@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -43,15 +43,15 @@ func newTestSupervisor(t *testing.T) (*Supervisor, *Built) {
 func TestBadInputIsRefusedJournaledAndMovesNothing(t *testing.T) {
 	s, b := newTestSupervisor(t)
 	now := time.Now()
-	call := func(payload string) mqtt.Reply {
-		req, derr := mqtt.DecodeRequest([]byte(payload), 8192)
+	call := func(payload string) api.Reply {
+		req, derr := api.DecodeRequest([]byte(payload), 8192)
 		if derr != nil {
 			s.Refused(req, derr)
-			return mqtt.ErrorReply(req.ID, derr)
+			return api.ErrorReply(req.ID, derr)
 		}
 		return s.Handle(req, now)
 	}
-	must := func(payload string) mqtt.Reply {
+	must := func(payload string) api.Reply {
 		r := call(payload)
 		if !r.OK {
 			t.Fatalf("%s: %s %s", payload, r.Code, r.Message)
@@ -128,7 +128,7 @@ func TestBadInputIsRefusedJournaledAndMovesNothing(t *testing.T) {
 		})
 	}
 	// Untimely: a deadline that passes before the gate, and a halted supervisor.
-	r := s.Handle(mqtt.Request{ID: "late", Agent: "planner", Op: mqtt.OpStep, Lease: h.Lease, Epoch: h.Epoch, Saga: saga,
+	r := s.Handle(api.Request{ID: "late", Agent: "planner", Op: api.OpStep, Lease: h.Lease, Epoch: h.Epoch, Saga: saga,
 		Actuator: "base", Value: 5, DeadlineMS: 10}, now.Add(-time.Second))
 	if r.Code != "DEADLINE_PASSED" {
 		t.Fatalf("late step: %+v", r)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	mqttdev "github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -27,8 +27,8 @@ import (
 type Built struct {
 	Options Options
 	World   *sim.World
-	devices *mqtt.DeviceLink // nil: no mqtt actuators
-	closers []io.Closer      // hardware opened for drivers: e-stop watcher, I2C buses
+	devices *mqttdev.DeviceLink // nil: no mqtt actuators
+	closers []io.Closer         // hardware opened for drivers: e-stop watcher, I2C buses
 }
 
 // Close releases what FromConfig opened.
@@ -97,8 +97,8 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 					break
 				}
 			}
-			var dev *mqtt.Device
-			if dev, derr = b.devices.Device(mqtt.DeviceOptions{Name: name, SetTopic: a.MQTT.SetTopic,
+			var dev *mqttdev.Device
+			if dev, derr = b.devices.Device(mqttdev.DeviceOptions{Name: name, SetTopic: a.MQTT.SetTopic,
 				AckTopic: a.MQTT.AckTopic, StateTopic: a.MQTT.StateTopic}); derr == nil {
 				d = dev.Driver()
 			}
@@ -181,7 +181,6 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		Engine:     cfg.RollbackConfig(),
 		Leases:     lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
 		ResetToken: cfg.HTTP.ResetToken.Reveal(),
-		Topics:     mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device},
 		Logger:     lg,
 		Inputs:     inputs,
 		HaltLine:   line,
@@ -198,8 +197,8 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 // reason. A device whose link is still down fails every Set in doubt with
 // ErrLinkLost, and the supervisor is not ready (for actuators with a state
 // topic).
-func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqtt.DeviceLink, error) {
-	opt := mqtt.LinkOptions{
+func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqttdev.DeviceLink, error) {
+	opt := mqttdev.LinkOptions{
 		Broker: cfg.MQTT.Broker, ClientID: cfg.MQTT.ClientID + "-devices",
 		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
 		ConnectWait: 3 * time.Second,
@@ -226,7 +225,7 @@ func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqtt.DeviceLink, error) 
 		}
 		opt.TLS = tc
 	}
-	return mqtt.DialDeviceLink(opt)
+	return mqttdev.DialDeviceLink(opt)
 }
 
 // TLSConfig reads the TLS files the mqtt section names: the daemon's own

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 )
 
 // Handle answers one request of MQTT API v1 (it implements mqtt.Handler).
 // Every refusal carries a stable code, is journaled, and moves nothing.
-func (s *Supervisor) Handle(req mqtt.Request, received time.Time) mqtt.Reply {
+func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 	rep, journaled := s.handle(req, received)
 	if !rep.OK && !journaled {
 		s.RecordRefusal(req, rep.Code, rep.Message)
@@ -31,13 +31,13 @@ func (s *Supervisor) Handle(req mqtt.Request, received time.Time) mqtt.Reply {
 // RecordRefusal journals a refusal decided outside the engine's step gate
 // (the engine journals its own, and a failed step's story is its INTENT and
 // FAILED records).
-func (s *Supervisor) RecordRefusal(req mqtt.Request, code, msg string) {
+func (s *Supervisor) RecordRefusal(req api.Request, code, msg string) {
 	s.engine.RecordRefusal(req.Saga, req.Owner(), rollback.Command{ID: req.ID, Actuator: req.Actuator, Value: req.Value},
 		rollback.Code(code), string(req.Op)+": "+msg)
 }
 
 // Refused journals a request the decoder refused (mqtt.Handler).
-func (s *Supervisor) Refused(req mqtt.Request, err *mqtt.Error) {
+func (s *Supervisor) Refused(req api.Request, err *api.Error) {
 	s.metrics.command(opInvalid, false, err.Code)
 	s.engine.RecordRefusal(0, rollback.Owner{Agent: req.Agent}, rollback.Command{ID: req.ID}, rollback.Code(err.Code), err.Message)
 }
@@ -48,16 +48,16 @@ func (s *Supervisor) AgentGone(agent string) {
 	s.leases.EndAgent(agent, lease.ReasonWill)
 }
 
-func leaseReply(id string, err error) mqtt.Reply {
-	return mqtt.ErrorReply(id, &mqtt.Error{Code: string(lease.CodeOf(err)), Message: err.Error()})
+func leaseReply(id string, err error) api.Reply {
+	return api.ErrorReply(id, &api.Error{Code: string(lease.CodeOf(err)), Message: err.Error()})
 }
 
 // handle answers a request; journaled is true when the engine's step gate
 // already journaled the refusal (or the step's failure).
-func (s *Supervisor) handle(req mqtt.Request, received time.Time) (rep mqtt.Reply, journaled bool) {
-	ok := mqtt.Reply{ID: req.ID, OK: true}
+func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply, journaled bool) {
+	ok := api.Reply{ID: req.ID, OK: true}
 	switch req.Op {
-	case mqtt.OpHello:
+	case api.OpHello:
 		l, err := s.leases.Hello(req.Agent, time.Duration(req.TTLMS)*time.Millisecond)
 		if err != nil {
 			return leaseReply(req.ID, err), false
@@ -66,37 +66,37 @@ func (s *Supervisor) handle(req mqtt.Request, received time.Time) (rep mqtt.Repl
 		// spent even if the supervisor crashes now.
 		if err := s.engine.RecordLease(l.Agent, l.ID, l.Epoch); err != nil {
 			s.leases.End(l.Agent, l.ID, "journal failed")
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		ok.Lease, ok.Epoch, ok.TTLMS, ok.HeartbeatMS = l.ID, l.Epoch, l.TTL.Milliseconds(), (l.TTL / 4).Milliseconds()
 		return ok, false
-	case mqtt.OpHeartbeat:
+	case api.OpHeartbeat:
 		l, err := s.leases.Heartbeat(req.Agent, req.Lease, req.Epoch)
 		if err != nil {
 			return leaseReply(req.ID, err), false
 		}
 		ok.TTLMS, ok.HeartbeatMS = l.TTL.Milliseconds(), (l.TTL / 4).Milliseconds()
 		return ok, false
-	case mqtt.OpBye:
+	case api.OpBye:
 		if err := s.leases.End(req.Agent, req.Lease, lease.ReasonBye); err != nil {
 			return leaseReply(req.ID, err), false
 		}
 		return ok, false
-	case mqtt.OpHalt:
+	case api.OpHalt:
 		s.Halt("mqtt agent "+req.Agent, req.Reason)
 		return ok, false
-	case mqtt.OpReset:
+	case api.OpReset:
 		if err := s.Reset(req.Token, "mqtt agent "+req.Agent); err != nil {
 			if errors.Is(err, ErrUnauthorized) {
-				return mqtt.ErrorReply(req.ID, &mqtt.Error{Code: mqtt.CodeUnauthorized, Message: err.Error()}), false
+				return api.ErrorReply(req.ID, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()}), false
 			}
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		return ok, false
-	case mqtt.OpStatus:
+	case api.OpStatus:
 		b, err := json.Marshal(s.Status())
 		if err != nil {
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		ok.Status = b
 		return ok, false
@@ -108,13 +108,13 @@ func (s *Supervisor) handle(req mqtt.Request, received time.Time) (rep mqtt.Repl
 	}
 	owner := req.Owner()
 	switch req.Op {
-	case mqtt.OpBegin:
+	case api.OpBegin:
 		if r := s.notReady(req.ID); r != nil {
 			return *r, false
 		}
 		saga, err := s.engine.Begin(owner)
 		if err != nil {
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		// The lease may have ended between the check and the begin, after
 		// its unwind ran: do not leave a saga no lease will ever end.
@@ -124,9 +124,9 @@ func (s *Supervisor) handle(req mqtt.Request, received time.Time) (rep mqtt.Repl
 		}
 		ok.Saga = saga
 		return ok, false
-	case mqtt.OpStep:
+	case api.OpStep:
 		if s.leases.Seen(req.Lease, req.ID) {
-			return mqtt.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeDuplicateID, Message: "command id " + req.ID + " was already received under this lease"}), false
+			return api.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeDuplicateID, Message: "command id " + req.ID + " was already received under this lease"}), false
 		}
 		if r := s.notReady(req.ID); r != nil {
 			return *r, false
@@ -137,30 +137,30 @@ func (s *Supervisor) handle(req mqtt.Request, received time.Time) (rep mqtt.Repl
 			if errors.As(err, &ee) && ee.Report != nil {
 				s.publishReport(ee.Report)
 			}
-			return mqtt.ErrorReply(req.ID, err), true
+			return api.ErrorReply(req.ID, err), true
 		}
-		return mqtt.StepReply(req.ID, req.Saga, res), false
-	case mqtt.OpCommit:
+		return api.StepReply(req.ID, req.Saga, res), false
+	case api.OpCommit:
 		if err := s.engine.Commit(req.Saga, owner); err != nil {
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		ok.Saga = req.Saga
 		return ok, false
-	case mqtt.OpAbort:
+	case api.OpAbort:
 		rep, err := s.engine.Abort(req.Saga, owner, req.Reason)
 		if err != nil {
-			return mqtt.ErrorReply(req.ID, err), false
+			return api.ErrorReply(req.ID, err), false
 		}
 		s.publishReport(rep)
-		ok.Saga, ok.Report = req.Saga, mqtt.ReportFromRollback(rep)
+		ok.Saga, ok.Report = req.Saga, api.ReportFromRollback(rep)
 		return ok, false
 	}
-	return mqtt.ErrorReply(req.ID, &mqtt.Error{Code: mqtt.CodeBadRequest, Field: "op", Message: "unknown op " + string(req.Op)}), false
+	return api.ErrorReply(req.ID, &api.Error{Code: api.CodeBadRequest, Field: "op", Message: "unknown op " + string(req.Op)}), false
 }
 
 // notReady refuses motion while the supervisor is not ready (fail-closed).
 // Halt and a failed journal have their own codes from the engine's gate.
-func (s *Supervisor) notReady(id string) *mqtt.Reply {
+func (s *Supervisor) notReady(id string) *api.Reply {
 	ready, reasons := s.readiness()
 	if ready {
 		return nil
@@ -168,7 +168,7 @@ func (s *Supervisor) notReady(id string) *mqtt.Reply {
 	if h, _ := s.engine.Halted(); h || s.engine.Err() != nil {
 		return nil // the engine refuses with HALTED / JOURNAL_FAILED
 	}
-	r := mqtt.ErrorReply(id, &mqtt.Error{Code: mqtt.CodeNotReady, Message: "not ready: " + joinReasons(reasons)})
+	r := api.ErrorReply(id, &api.Error{Code: api.CodeNotReady, Message: "not ready: " + joinReasons(reasons)})
 	return &r
 }
 

@@ -16,7 +16,7 @@ import (
 	"periph.io/x/conn/v3/i2c/i2creg"
 	"periph.io/x/conn/v3/physic"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -140,8 +140,8 @@ estop:
 	if st := s.Status(); !st.Ready {
 		t.Fatalf("not ready on healthy hardware: %v", st.Reasons)
 	}
-	do := func(format string, args ...any) mqtt.Reply {
-		req, derr := mqtt.DecodeRequest(fmt.Appendf(nil, format, args...), 8192)
+	do := func(format string, args ...any) api.Reply {
+		req, derr := api.DecodeRequest(fmt.Appendf(nil, format, args...), 8192)
 		if derr != nil {
 			t.Fatal(derr)
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
@@ -87,7 +87,7 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 	route(http.MethodPost, "/api/v1/halt", http.HandlerFunc(h.halt))
 	route(http.MethodPost, "/api/v1/reset", http.HandlerFunc(h.reset))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, mqtt.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
+		writeError(w, http.StatusNotFound, api.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Status changes from one request to the next: nothing is cached.
@@ -162,7 +162,7 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 		body.Reason = ""
 	}
 	h.s.Halt("http "+clientHost(r), body.Reason)
-	h.s.metrics.command(string(mqtt.OpHalt), true, "")
+	h.s.metrics.command(string(api.OpHalt), true, "")
 	writeJSON(w, http.StatusOK, h.latch(warning))
 }
 
@@ -173,7 +173,7 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		Operator string `json:"operator"`
 	}
 	if r.URL.RawQuery != "" {
-		h.refuseReset(w, http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest,
+		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest,
 			Message: "reset takes no query parameters: send the token as Authorization: Bearer <token>"})
 		return
 	}
@@ -182,7 +182,7 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if why := checkText(body.Operator, maxOperatorBytes); why != "" {
-		h.refuseReset(w, http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
+		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
 		return
 	}
 	by := "http " + clientHost(r)
@@ -192,14 +192,14 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 	err := h.s.Reset(bearerToken(r), by)
 	switch {
 	case err == nil:
-		h.s.metrics.command(string(mqtt.OpReset), true, "")
+		h.s.metrics.command(string(api.OpReset), true, "")
 		writeJSON(w, http.StatusOK, h.latch(""))
 	case errors.Is(err, ErrUnauthorized):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="saga-supervisor"`)
-		h.refuseReset(w, http.StatusUnauthorized, &mqtt.Error{Code: mqtt.CodeUnauthorized, Message: err.Error()})
+		h.refuseReset(w, http.StatusUnauthorized, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()})
 	default:
 		status := http.StatusConflict // not ready, or a failed journal: the state forbids it
-		if rep := mqtt.ErrorReply("", err); rep.Code == mqtt.CodeInternal {
+		if rep := api.ErrorReply("", err); rep.Code == api.CodeInternal {
 			status = http.StatusInternalServerError
 		}
 		h.refuseReset(w, status, err)
@@ -209,9 +209,9 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 // refuseReset journals and counts a refused reset, as Handle does for one
 // over MQTT, and answers it; a 409 lists the readiness reasons.
 func (h *httpAPI) refuseReset(w http.ResponseWriter, status int, err error) {
-	rep := mqtt.ErrorReply("", err)
+	rep := api.ErrorReply("", err)
 	h.s.engine.RecordRefusal(0, rollback.Owner{Agent: "http"}, rollback.Command{}, rollback.Code(rep.Code), "reset: "+rep.Message)
-	h.s.metrics.command(string(mqtt.OpReset), false, rep.Code)
+	h.s.metrics.command(string(api.OpReset), false, rep.Code)
 	var reasons []string
 	if status == http.StatusConflict {
 		_, reasons = h.s.readiness()
@@ -222,30 +222,30 @@ func (h *httpAPI) refuseReset(w http.ResponseWriter, status int, err error) {
 // readBody decodes an optional JSON object of at most MaxHTTPBody bytes
 // into v, strictly: no unknown fields, nothing after the object. An empty
 // body leaves v as it is. It returns the HTTP status of a refusal.
-func readBody(w http.ResponseWriter, r *http.Request, v any) (int, *mqtt.Error) {
+func readBody(w http.ResponseWriter, r *http.Request, v any) (int, *api.Error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxHTTPBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return http.StatusRequestEntityTooLarge, &mqtt.Error{Code: mqtt.CodePayloadTooLarge,
+			return http.StatusRequestEntityTooLarge, &api.Error{Code: api.CodePayloadTooLarge,
 				Message: fmt.Sprintf("the body is over %d bytes", MaxHTTPBody)}
 		}
-		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "reading the body: " + err.Error()}
+		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "reading the body: " + err.Error()}
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return 0, nil
 	}
 	if b[0] != '{' {
-		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body is not a JSON object"}
+		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "the body is not a JSON object"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body is not valid: " + err.Error()}
+		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "the body is not valid: " + err.Error()}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return http.StatusBadRequest, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "the body has data after the JSON object"}
+		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "the body has data after the JSON object"}
 	}
 	return 0, nil
 }
@@ -289,7 +289,7 @@ func methodNotAllowed(allowed string) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, mqtt.CodeBadRequest,
+		writeError(w, http.StatusMethodNotAllowed, api.CodeBadRequest,
 			fmt.Sprintf("%s %s: method not allowed, use %s", r.Method, r.URL.Path, allowed), nil)
 	}
 }
@@ -332,7 +332,7 @@ func (h *httpAPI) dashboard(w http.ResponseWriter, _ *http.Request) {
 	}{h.s.Status(), time.Now().Format("15:04:05")}
 	var buf bytes.Buffer
 	if err := h.page.Execute(&buf, view); err != nil {
-		writeError(w, http.StatusInternalServerError, mqtt.CodeInternal, "internal error: rendering the page: "+err.Error(), nil)
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error: rendering the page: "+err.Error(), nil)
 		return
 	}
 	hdr := w.Header()

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
 // Input is a safety input the supervisor watches: an e-stop, a link to a
@@ -106,7 +106,7 @@ func (s *Supervisor) adoptDrift() {
 		}
 		if adopted {
 			v, _ := s.engine.Commanded(name)
-			s.publishEvent(mqtt.Event{Kind: mqtt.EventDrift, Actuator: name, Value: &v})
+			s.publishEvent(api.Event{Kind: api.EventDrift, Actuator: name, Value: &v})
 		}
 	}
 }

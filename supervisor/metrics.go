@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -31,9 +31,9 @@ const labelOther = "other"
 
 var (
 	knownOps = []string{
-		string(mqtt.OpHello), string(mqtt.OpHeartbeat), string(mqtt.OpBegin), string(mqtt.OpStep),
-		string(mqtt.OpCommit), string(mqtt.OpAbort), string(mqtt.OpBye), string(mqtt.OpHalt),
-		string(mqtt.OpReset), string(mqtt.OpStatus), opInvalid,
+		string(api.OpHello), string(api.OpHeartbeat), string(api.OpBegin), string(api.OpStep),
+		string(api.OpCommit), string(api.OpAbort), string(api.OpBye), string(api.OpHalt),
+		string(api.OpReset), string(api.OpStatus), opInvalid,
 	}
 	leaseReasons = []string{lease.ReasonExpired, lease.ReasonBye, lease.ReasonWill, lease.ReasonSuperseded, lease.ReasonShutdown, labelOther}
 	buckets      = []rollback.Bucket{rollback.Compensated, rollback.FallbackSafe, rollback.CompensationFailed, rollback.Orphaned, rollback.Unresolved}
@@ -43,7 +43,7 @@ var (
 // failed, rather than refused before anything moved.
 func failureCode(code string) bool {
 	switch code {
-	case string(rollback.CodeStepFailed), string(rollback.CodeStepInDoubt), mqtt.CodeInternal:
+	case string(rollback.CodeStepFailed), string(rollback.CodeStepInDoubt), api.CodeInternal:
 		return true
 	}
 	return false
@@ -125,7 +125,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			m.commands.WithLabelValues(op, r)
 		}
 	}
-	for _, c := range mqtt.Codes {
+	for _, c := range api.Codes {
 		if !failureCode(c.Code) {
 			m.refusals.WithLabelValues(c.Code)
 		}
@@ -199,7 +199,7 @@ func (m *metrics) command(op string, ok bool, code string) {
 		m.commands.WithLabelValues(op, resultFailed).Inc()
 	default:
 		m.commands.WithLabelValues(op, resultRefused).Inc()
-		if _, listed := mqtt.Lookup(code); !listed {
+		if _, listed := api.Lookup(code); !listed {
 			code = labelOther
 		}
 		m.refusals.WithLabelValues(code).Inc()

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -54,16 +54,16 @@ type sender struct {
 	epoch uint64
 }
 
-func (s *sender) send(req mqtt.Request) mqtt.Reply {
+func (s *sender) send(req api.Request) api.Reply {
 	s.n++
 	req.ID, req.Agent = fmt.Sprintf("%s-%d", s.agent, s.n), s.agent
-	if req.Op != mqtt.OpHello && req.Op != mqtt.OpHalt && req.Op != mqtt.OpReset && req.Op != mqtt.OpStatus {
+	if req.Op != api.OpHello && req.Op != api.OpHalt && req.Op != api.OpReset && req.Op != api.OpStatus {
 		req.Lease, req.Epoch = s.lease, s.epoch
 	}
 	return s.sup.Handle(req, time.Now())
 }
 
-func (s *sender) must(req mqtt.Request) mqtt.Reply {
+func (s *sender) must(req api.Request) api.Reply {
 	s.t.Helper()
 	r := s.send(req)
 	if !r.OK {
@@ -73,7 +73,7 @@ func (s *sender) must(req mqtt.Request) mqtt.Reply {
 }
 
 func (s *sender) hello() {
-	r := s.must(mqtt.Request{Op: mqtt.OpHello, TTLMS: 60000})
+	r := s.must(api.Request{Op: api.OpHello, TTLMS: 60000})
 	s.lease, s.epoch = r.Lease, r.Epoch
 }
 
@@ -88,15 +88,15 @@ func TestMetricsFollowCommands(t *testing.T) {
 
 	a := &sender{t: t, sup: sup, agent: "planner"}
 	a.hello()
-	saga := a.must(mqtt.Request{Op: mqtt.OpBegin}).Saga
-	a.must(mqtt.Request{Op: mqtt.OpStep, Saga: saga, Actuator: "base", Value: 45})
-	if r := a.send(mqtt.Request{Op: mqtt.OpStep, Saga: saga, Actuator: "elbow", Value: 170}); r.Code != "LIMIT_MAX" {
+	saga := a.must(api.Request{Op: api.OpBegin}).Saga
+	a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: "base", Value: 45})
+	if r := a.send(api.Request{Op: api.OpStep, Saga: saga, Actuator: "elbow", Value: 170}); r.Code != "LIMIT_MAX" {
 		t.Fatalf("over-limit step: %+v", r)
 	}
-	a.must(mqtt.Request{Op: mqtt.OpStep, Saga: saga, Actuator: "elbow", Value: 90})
-	a.must(mqtt.Request{Op: mqtt.OpCommit, Saga: saga})
-	saga = a.must(mqtt.Request{Op: mqtt.OpBegin}).Saga
-	a.must(mqtt.Request{Op: mqtt.OpStep, Saga: saga, Actuator: "shoulder", Value: 60})
+	a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: "elbow", Value: 90})
+	a.must(api.Request{Op: api.OpCommit, Saga: saga})
+	saga = a.must(api.Request{Op: api.OpBegin}).Saga
+	a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: "shoulder", Value: 60})
 
 	m := scrape(t, srv)
 	want := map[string]float64{
@@ -137,14 +137,14 @@ func TestMetricsFollowCommands(t *testing.T) {
 
 	// The agent leaves: its open saga is unwound (one step, clean). A
 	// request the decoder refused is counted too, with op "invalid".
-	a.must(mqtt.Request{Op: mqtt.OpBye})
-	sup.Refused(mqtt.Request{Agent: "fuzzer"}, &mqtt.Error{Code: mqtt.CodeBadRequest, Message: "not JSON"})
+	a.must(api.Request{Op: api.OpBye})
+	sup.Refused(api.Request{Agent: "fuzzer"}, &api.Error{Code: api.CodeBadRequest, Message: "not JSON"})
 	// A second hello from another agent supersedes nothing; a second one
 	// from the same agent supersedes its first lease.
 	b := &sender{t: t, sup: sup, agent: "ops"}
 	b.hello()
 	b.hello()
-	b.must(mqtt.Request{Op: mqtt.OpHalt, Reason: "test"})
+	b.must(api.Request{Op: api.OpHalt, Reason: "test"})
 	m = scrape(t, srv)
 	expect(t, m, map[string]float64{
 		`saga_unwinds_total{verdict="clean"}`:                1,

@@ -10,9 +10,9 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 func TestSagaOverMQTT(t *testing.T) {

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -37,8 +36,6 @@ type Options struct {
 	// ResetToken authorises reset. Empty: reset is refused (UNAUTHORIZED),
 	// never open to anyone.
 	ResetToken string
-	// Topics is where events and retained state are published.
-	Topics mqtt.Topics
 	// PollEvery is how often supplies, readiness and actuator states are
 	// refreshed. Default 100ms.
 	PollEvery time.Duration
@@ -54,10 +51,13 @@ type Options struct {
 	HaltLine *HaltLine
 }
 
-// Publisher sends MQTT messages; the MQTT transport implements it.
+// Publisher carries what the supervisor tells every controller, whatever
+// the transport: events, the last commanded value of each actuator, and
+// the supervisor's status. The MQTT transport implements it.
 type Publisher interface {
-	Publish(topic string, retained bool, payload []byte)
-	SetStatus(mqtt.Status)
+	PublishEvent(api.Event)
+	PublishState(api.State)
+	SetStatus(api.Status)
 }
 
 // Supervisor is the daemon's core: the engine behind a journal taken over
@@ -210,22 +210,16 @@ func (s *Supervisor) publishReport(rep *rollback.Report) {
 	if !rep.Clean() {
 		s.log.Error("unwind partial", "saga", rep.Saga, "report", rep.String())
 	}
-	s.publishEvent(mqtt.Event{Kind: mqtt.EventRollback, Report: mqtt.ReportFromRollback(rep)})
+	s.publishEvent(api.Event{Kind: api.EventRollback, Report: api.ReportFromRollback(rep)})
 }
 
-func (s *Supervisor) publishEvent(ev mqtt.Event) {
+func (s *Supervisor) publishEvent(ev api.Event) {
 	s.mu.Lock()
 	pub := s.pub
 	s.mu.Unlock()
 	if pub != nil {
-		pub.Publish(s.opt.Topics.Events(), false, mqtt.EncodeEvent(ev))
+		pub.PublishEvent(ev)
 	}
-}
-
-// stateJSON is the retained payload of state/<actuator>.
-type stateJSON struct {
-	Actuator  string  `json:"actuator"`
-	Commanded float64 `json:"commanded"`
 }
 
 // publishStates publishes the retained state of every actuator whose
@@ -242,8 +236,7 @@ func (s *Supervisor) publishStates() {
 			continue
 		}
 		s.published[name] = v
-		b, _ := json.Marshal(stateJSON{Actuator: name, Commanded: v})
-		s.pub.Publish(s.opt.Topics.State(name), true, b)
+		s.pub.PublishState(api.State{Actuator: name, Commanded: v})
 	}
 }
 
@@ -276,7 +269,7 @@ func (s *Supervisor) refresh() {
 	pub := s.pub
 	s.mu.Unlock()
 	if pub != nil {
-		pub.SetStatus(mqtt.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
+		pub.SetStatus(api.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
 	}
 	s.publishStates()
 }
@@ -354,7 +347,7 @@ func (s *Supervisor) Reset(token, by string) error {
 		}
 	}
 	if len(other) > 0 {
-		return &mqtt.Error{Code: mqtt.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
+		return &api.Error{Code: api.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
 	}
 	err := s.engine.Reset(by)
 	s.refresh()

@@ -17,10 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/client"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 const ctlHelp = `usage: saga-supervisor ctl [flags] OP [op flags] [args]
@@ -215,7 +216,7 @@ func runCtl(args []string, w io.Writer) error {
 		}
 		var sopts []client.StepOption
 		if deadline != 0 {
-			if deadline < time.Millisecond || deadline > mqtt.MaxDeadlineMS*time.Millisecond {
+			if deadline < time.Millisecond || deadline > api.MaxDeadlineMS*time.Millisecond {
 				return ctlUsageErr(fmt.Errorf("--deadline %v is outside 1ms..1m", deadline))
 			}
 			sopts = append(sopts, client.WithDeadline(deadline))
@@ -233,7 +234,7 @@ func runCtl(args []string, w io.Writer) error {
 func (g *ctlFlags) options() (client.Options, error) {
 	opt := client.Options{Broker: g.broker, Agent: g.agent, Prefix: g.prefix, Device: g.device,
 		Username: g.username, Timeout: g.timeout, TTL: g.ttl}
-	if err := mqtt.ValidLevel(g.agent); err != nil {
+	if err := api.ValidName(g.agent); err != nil {
 		return opt, fmt.Errorf("--agent %q: %w", g.agent, err)
 	}
 	if err := (mqtt.Topics{Prefix: g.prefix, Device: g.device}).Validate(); err != nil {
@@ -317,7 +318,7 @@ func ctlParseSteps(args []string) ([]ctlStep, error) {
 		if !ok || name == "" || val == "" {
 			return nil, fmt.Errorf("run-saga: %q is not ACTUATOR=VALUE", a)
 		}
-		if err := mqtt.ValidLevel(name); err != nil {
+		if err := api.ValidName(name); err != nil {
 			return nil, fmt.Errorf("run-saga: actuator %q: %w", name, err)
 		}
 		v, err := strconv.ParseFloat(val, 64)
@@ -522,17 +523,17 @@ type ctlStepJSON struct {
 
 // ctlSagaJSON is run-saga's JSON output.
 type ctlSagaJSON struct {
-	OK        bool             `json:"ok"`
-	Agent     string           `json:"agent"`
-	Lease     string           `json:"lease,omitempty"`
-	Epoch     uint64           `json:"epoch,omitempty"`
-	Saga      uint64           `json:"saga,omitempty"`
-	Steps     []ctlStepJSON    `json:"steps"`
-	Committed bool             `json:"committed"`
-	Aborted   bool             `json:"aborted,omitempty"`
-	Report    *mqtt.ReportJSON `json:"report,omitempty"`
-	Error     string           `json:"error,omitempty"`
-	Code      string           `json:"code,omitempty"`
+	OK        bool            `json:"ok"`
+	Agent     string          `json:"agent"`
+	Lease     string          `json:"lease,omitempty"`
+	Epoch     uint64          `json:"epoch,omitempty"`
+	Saga      uint64          `json:"saga,omitempty"`
+	Steps     []ctlStepJSON   `json:"steps"`
+	Committed bool            `json:"committed"`
+	Aborted   bool            `json:"aborted,omitempty"`
+	Report    *api.ReportJSON `json:"report,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Code      string          `json:"code,omitempty"`
 }
 
 func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ctlStep, reason string, sopts []client.StepOption) error {
@@ -670,7 +671,7 @@ func ctlOr(s ...string) string {
 	return ""
 }
 
-func ctlVerdict(r *mqtt.ReportJSON) string {
+func ctlVerdict(r *api.ReportJSON) string {
 	if r == nil {
 		return "unknown"
 	}
@@ -679,14 +680,14 @@ func ctlVerdict(r *mqtt.ReportJSON) string {
 
 // ctlReport prints a rollback report as text (JSON output carries it
 // whole).
-func ctlReport(out *ctlOut, r *mqtt.ReportJSON) {
+func ctlReport(out *ctlOut, r *api.ReportJSON) {
 	if out.json || r == nil {
 		return
 	}
 	ctlReportText(out.w, r, "")
 }
 
-func ctlReportText(w io.Writer, r *mqtt.ReportJSON, indent string) {
+func ctlReportText(w io.Writer, r *api.ReportJSON, indent string) {
 	how := "unwind " + r.Verdict
 	if r.Verdict != "clean" {
 		how = "unwind PARTIAL — look at the robot"
@@ -762,7 +763,7 @@ func ctlWriteUpdate(out *ctlOut, u client.Update) {
 	case u.Status != nil:
 		s := u.Status
 		line := fmt.Sprintf("%s status   %s", ts, s.State)
-		if s.State == mqtt.StateOnline {
+		if s.State == api.StateOnline {
 			if s.Ready {
 				line += ", ready"
 			} else {
@@ -775,10 +776,10 @@ func ctlWriteUpdate(out *ctlOut, u client.Update) {
 		fmt.Fprintln(w, line)
 	case u.State != nil:
 		fmt.Fprintf(w, "%s state    %s = %g\n", ts, u.State.Actuator, u.State.Commanded)
-	case u.Event != nil && u.Event.Kind == mqtt.EventRollback && u.Event.Report != nil:
+	case u.Event != nil && u.Event.Kind == api.EventRollback && u.Event.Report != nil:
 		fmt.Fprintf(w, "%s rollback ", ts)
 		ctlReportText(w, u.Event.Report, "")
-	case u.Event != nil && u.Event.Kind == mqtt.EventReply && u.Event.Reply != nil:
+	case u.Event != nil && u.Event.Kind == api.EventReply && u.Event.Reply != nil:
 		r := u.Event.Reply
 		fmt.Fprintf(w, "%s refused  (no reply topic) id %q: %s: %s\n", ts, r.ID, r.Code, r.Message)
 	default:

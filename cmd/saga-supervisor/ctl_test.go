@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -149,7 +149,7 @@ func TestCtlRunSaga(t *testing.T) {
 		Committed bool             `json:"committed"`
 		Aborted   bool             `json:"aborted"`
 		Steps     []map[string]any `json:"steps"`
-		Report    *mqtt.ReportJSON `json:"report"`
+		Report    *api.ReportJSON  `json:"report"`
 	}
 	if code != 1 || json.Unmarshal([]byte(out), &res) != nil {
 		t.Fatalf("run-saga --json exited %d: %s", code, out)

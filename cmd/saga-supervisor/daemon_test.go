@@ -17,10 +17,11 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // These tests run the real binary against Debian's mosquitto, drive sagas
@@ -194,7 +195,7 @@ func TestDaemonOverMosquitto(t *testing.T) {
 	})
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
-	daemontest.WaitFor(t, "the broker to publish the supervisor's will", 30*time.Second, func() bool { return watcher.SupervisorState() == mqtt.StateOffline })
+	daemontest.WaitFor(t, "the broker to publish the supervisor's will", 30*time.Second, func() bool { return watcher.SupervisorState() == api.StateOffline })
 
 	// Restarted, it recovers before it is ready: by the first 200 from
 	// /readyz the saga is unwound and nothing is open.
@@ -269,7 +270,7 @@ func TestDaemonOverMosquitto(t *testing.T) {
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("SIGTERM exit: %v\n%s", err, d.out.String())
 	}
-	daemontest.WaitFor(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.SupervisorState() == mqtt.StateOffline })
+	daemontest.WaitFor(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.SupervisorState() == api.StateOffline })
 }
 
 // startMosquittoACL runs a real broker with a password file and the ACL of

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/client"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // demoActV: the daemon's own composition (config, leases, MQTT API on an
@@ -47,7 +47,7 @@ func demoActV(w io.Writer, dir string) error {
 	}
 	defer broker.Close()
 	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-demo",
-		Topics: built.Options.Topics}, sup)
+		Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}}, sup)
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // runRun is the daemon: the product's main job.

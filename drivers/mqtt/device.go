@@ -1,6 +1,4 @@
-package mqtt
-
-// MQTT-attached actuators: a Device is an actuators.Driver for a device —
+// Package mqtt drives MQTT-attached actuators: a Device is an actuators.Driver for a device —
 // an ESP32 relay board, a motor controller's bridge — that takes a
 // setpoint over MQTT and acknowledges it. docs/API.md ("MQTT-attached
 // actuators") is the device author's documentation of the same format.
@@ -51,6 +49,7 @@ package mqtt
 // while the link was down is lost, and the Set waiting for it ends in doubt.
 // paho's handlers never block: they decode a bounded payload and hand the
 // result to a buffered channel, or drop it.
+package mqtt
 
 import (
 	"bytes"

@@ -15,10 +15,11 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	mqttdev "github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // setMsg is what a device receives on its set topic.
@@ -111,18 +112,18 @@ func startStoppableBroker(t *testing.T) (*embedded.Broker, func()) {
 	return b, stop
 }
 
-func dialTestDevice(t *testing.T, broker *embedded.Broker, opt mqtt.DeviceOptions) *mqtt.Device {
+func dialTestDevice(t *testing.T, broker *embedded.Broker, opt mqttdev.DeviceOptions) *mqttdev.Device {
 	t.Helper()
 	if opt.Name == "" {
 		opt.Name = "pump"
 	}
 	// One client id per connection: a second connection with the same id
 	// would take the first one's session over.
-	opt.LinkOptions = mqtt.LinkOptions{Broker: broker.URL(), ClientID: "sup-devices-" + t.Name() + "-" + opt.Name, ConnectWait: 5 * time.Second}
+	opt.LinkOptions = mqttdev.LinkOptions{Broker: broker.URL(), ClientID: "sup-devices-" + t.Name() + "-" + opt.Name, ConnectWait: 5 * time.Second}
 	if opt.SetTopic == "" {
 		opt.SetTopic, opt.AckTopic = "dev/pump/set", "dev/pump/ack"
 	}
-	d, err := mqtt.DialDevice(opt)
+	d, err := mqttdev.DialDevice(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func TestDeviceSetAcked(t *testing.T) {
 	b := startBroker(t)
 	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
 	for _, v := range []float64{42, -3.25, 0} {
 		if err := d.Set(ctxFor(t, 2*time.Second), v); err != nil {
 			t.Fatalf("Set(%g): %v", v, err)
@@ -170,7 +171,7 @@ func TestDeviceSetAcked(t *testing.T) {
 	}
 	// Another process (another device value) starts elsewhere: a device can
 	// tell a restart. Two random 32-bit starts colliding is a 2^-32 event.
-	d2 := dialTestDevice(t, b, mqtt.DeviceOptions{Name: "pump2", SetTopic: "dev/pump/set", AckTopic: "dev/pump/ack2"})
+	d2 := dialTestDevice(t, b, mqttdev.DeviceOptions{Name: "pump2", SetTopic: "dev/pump/set", AckTopic: "dev/pump/ack2"})
 	// Acked on the other ack topic: it times out; only the seq matters.
 	if err := d2.Set(ctxFor(t, 200*time.Millisecond), 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Set on the second device: %v", err)
@@ -187,7 +188,7 @@ func TestDeviceRefusedIsNotInDoubt(t *testing.T) {
 	f.setRespond(func(m setMsg) []string {
 		return []string{fmt.Sprintf(`{"seq":%d,"ok":false,"error":"motor jammed"}`, m.Seq)}
 	})
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
 	err := d.Set(ctxFor(t, 2*time.Second), 5)
 	if err == nil || !strings.Contains(err.Error(), "motor jammed") {
 		t.Fatalf("Set: %v, want the device's refusal", err)
@@ -204,7 +205,7 @@ func TestDeviceNoAckIsInDoubt(t *testing.T) {
 	b := startBroker(t)
 	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
 	f.setRespond(func(setMsg) []string { return nil })
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{HaltTimeout: 100 * time.Millisecond})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{HaltTimeout: 100 * time.Millisecond})
 	start := time.Now()
 	err := d.Set(ctxFor(t, 150*time.Millisecond), 5)
 	took := time.Since(start)
@@ -258,7 +259,7 @@ func TestDeviceIgnoresStaleUnknownAndMalformedAcks(t *testing.T) {
 			fmt.Sprintf(`{"seq":%d,"ok":true}`, n),
 		}
 	})
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
 	if err := d.Set(ctxFor(t, 3*time.Second), 5); err != nil {
 		t.Fatalf("Set: %v (a stale, unknown or malformed ack was taken)", err)
 	}
@@ -267,7 +268,7 @@ func TestDeviceIgnoresStaleUnknownAndMalformedAcks(t *testing.T) {
 func TestDeviceLinkLost(t *testing.T) {
 	b, stop := startStoppableBroker(t)
 	newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{StateTopic: "dev/pump/state"})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{StateTopic: "dev/pump/state"})
 	if err := d.Set(ctxFor(t, 2*time.Second), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestDeviceLinkLostWhileWaiting(t *testing.T) {
 	b, stop := startStoppableBroker(t)
 	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
 	f.setRespond(func(setMsg) []string { go stop(); return nil })
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
 	start := time.Now()
 	err := d.Set(ctxFor(t, 10*time.Second), 1)
 	if !errors.Is(err, actuators.ErrLinkLost) {
@@ -306,7 +307,7 @@ func TestDeviceReadBack(t *testing.T) {
 	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "dev/pump/state")
 	// Retained before the supervisor connects: delivered on subscribe.
 	f.publishState(`{"value":12.5}`)
-	d := dialTestDevice(t, b, mqtt.DeviceOptions{StateTopic: "dev/pump/state"})
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{StateTopic: "dev/pump/state"})
 	readIs := func(want float64) func() bool {
 		return func() bool { v, err := d.ReadBack(context.Background()); return err == nil && v == want }
 	}
@@ -330,7 +331,7 @@ func TestDeviceReadBack(t *testing.T) {
 
 	// Without a state topic, the supervisor gets a Driver that is no
 	// ReadBacker (a read-back that can never succeed would keep it unready).
-	plain := dialTestDevice(t, b, mqtt.DeviceOptions{Name: "relay", SetTopic: "dev/relay/set", AckTopic: "dev/relay/ack"})
+	plain := dialTestDevice(t, b, mqttdev.DeviceOptions{Name: "relay", SetTopic: "dev/relay/set", AckTopic: "dev/relay/ack"})
 	if _, ok := plain.Driver().(actuators.ReadBacker); ok {
 		t.Error("a device without a state topic reads back")
 	}
@@ -343,16 +344,16 @@ func TestDeviceLinkShared(t *testing.T) {
 	b := startBroker(t)
 	fa := newFakeDevice(t, b, "esp-a", "dev/a/set", "dev/a/ack", "")
 	fb := newFakeDevice(t, b, "esp-b", "dev/b/set", "dev/b/ack", "")
-	l, err := mqtt.DialDeviceLink(mqtt.LinkOptions{Broker: b.URL(), ClientID: "sup-devices", ConnectWait: 5 * time.Second})
+	l, err := mqttdev.DialDeviceLink(mqttdev.LinkOptions{Broker: b.URL(), ClientID: "sup-devices", ConnectWait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	da, err := l.Device(mqtt.DeviceOptions{Name: "a", SetTopic: "dev/a/set", AckTopic: "dev/a/ack"})
+	da, err := l.Device(mqttdev.DeviceOptions{Name: "a", SetTopic: "dev/a/set", AckTopic: "dev/a/ack"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := l.Device(mqtt.DeviceOptions{Name: "b", SetTopic: "dev/b/set", AckTopic: "dev/b/ack"})
+	db, err := l.Device(mqttdev.DeviceOptions{Name: "b", SetTopic: "dev/b/set", AckTopic: "dev/b/ack"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestDeviceLinkShared(t *testing.T) {
 	if len(fa.received()) != 1 || len(fb.received()) != 1 || *fb.received()[0].Value != 2 {
 		t.Fatalf("a got %+v, b got %+v", fa.received(), fb.received())
 	}
-	for _, opt := range []mqtt.DeviceOptions{
+	for _, opt := range []mqttdev.DeviceOptions{
 		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/a/ack"},                             // ack topic taken
 		{Name: "c", SetTopic: "dev/a/set", AckTopic: "dev/c/ack"},                             // set topic taken
 		{Name: "c", SetTopic: "dev/c/set", AckTopic: "dev/c/set"},                             // set = ack
@@ -381,13 +382,13 @@ func TestDeviceLinkShared(t *testing.T) {
 }
 
 func TestValidPublishTopic(t *testing.T) {
-	for _, ok := range []string{"a", "robots/arm1/pump/set", "/leading", "trailing/", "sp ace", "ümlaut", strings.Repeat("x", mqtt.MaxTopicBytes)} {
-		if err := mqtt.ValidPublishTopic(ok); err != nil {
+	for _, ok := range []string{"a", "robots/arm1/pump/set", "/leading", "trailing/", "sp ace", "ümlaut", strings.Repeat("x", mqttdev.MaxTopicBytes)} {
+		if err := mqttdev.ValidPublishTopic(ok); err != nil {
 			t.Errorf("%.40q refused: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "a/+/b", "a/#", "#", "$SYS/x", "a\x00b", "a\nb", "\xff", strings.Repeat("x", mqtt.MaxTopicBytes+1)} {
-		if err := mqtt.ValidPublishTopic(bad); err == nil {
+	for _, bad := range []string{"", "a/+/b", "a/#", "#", "$SYS/x", "a\x00b", "a\nb", "\xff", strings.Repeat("x", mqttdev.MaxTopicBytes+1)} {
+		if err := mqttdev.ValidPublishTopic(bad); err == nil {
 			t.Errorf("%.40q accepted", bad)
 		}
 	}
@@ -433,7 +434,7 @@ actuators:
 		built.Close()
 		t.Fatal(err)
 	}
-	topics := built.Options.Topics
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
 	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-test", Topics: topics}, sup)
 	if err != nil {
 		sup.Close()

@@ -15,10 +15,11 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/drivers/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // Token is the operator reset token a started daemon accepts.
@@ -64,7 +65,7 @@ func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 		b.Close()
 		t.Fatal(err)
 	}
-	d := &Daemon{Sup: sup, Built: b, Broker: broker, Topics: b.Options.Topics, Config: cfg}
+	d := &Daemon{Sup: sup, Built: b, Broker: broker, Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}, Config: cfg}
 	d.Transport, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-test", Topics: d.Topics}, sup)
 	if err != nil {
 		sup.Close()
@@ -97,7 +98,7 @@ type Agent struct {
 	Epoch uint64
 
 	mu     sync.Mutex
-	wait   map[string]chan mqtt.Reply
+	wait   map[string]chan api.Reply
 	states map[string]float64
 	status string
 	n      int
@@ -114,7 +115,7 @@ func NewAgent(t testing.TB, broker string, topics mqtt.Topics, name string) *Age
 // password (none when password is "").
 func NewAgentLogin(t testing.TB, broker string, topics mqtt.Topics, name, password string) *Agent {
 	t.Helper()
-	a := &Agent{t: t, Name: name, Topics: topics, wait: map[string]chan mqtt.Reply{}, states: map[string]float64{}}
+	a := &Agent{t: t, Name: name, Topics: topics, wait: map[string]chan api.Reply{}, states: map[string]float64{}}
 	opts := paho.NewClientOptions().AddBroker(broker).SetClientID(name).SetWill(topics.Will(name), "gone", 1, false)
 	if password != "" {
 		opts.SetUsername(name).SetPassword(password)
@@ -126,7 +127,7 @@ func NewAgentLogin(t testing.TB, broker string, topics mqtt.Topics, name, passwo
 	t.Cleanup(func() { a.C.Disconnect(50) })
 	subs := map[string]paho.MessageHandler{
 		topics.Reply(name): func(_ paho.Client, m paho.Message) {
-			var r mqtt.Reply
+			var r api.Reply
 			if err := json.Unmarshal(m.Payload(), &r); err != nil {
 				t.Errorf("agent %s: bad reply %s: %v", name, m.Payload(), err)
 				return
@@ -150,7 +151,7 @@ func NewAgentLogin(t testing.TB, broker string, topics mqtt.Topics, name, passwo
 			}
 		},
 		topics.Status(): func(_ paho.Client, m paho.Message) {
-			var st mqtt.Status
+			var st api.Status
 			if json.Unmarshal(m.Payload(), &st) == nil {
 				a.mu.Lock()
 				a.status = st.State
@@ -182,12 +183,12 @@ func needsLease(op any) bool {
 
 // Send publishes a request (its id and agent filled in, and the lease when
 // the op needs one and the request has none) and waits for the reply.
-func (a *Agent) Send(req map[string]any) mqtt.Reply {
+func (a *Agent) Send(req map[string]any) api.Reply {
 	a.t.Helper()
 	a.mu.Lock()
 	a.n++
 	id := fmt.Sprintf("%s-%d", a.Name, a.n)
-	ch := make(chan mqtt.Reply, 1)
+	ch := make(chan api.Reply, 1)
 	a.wait[id] = ch
 	lease, epoch := a.Lease, a.Epoch
 	a.mu.Unlock()
@@ -202,19 +203,19 @@ func (a *Agent) Send(req map[string]any) mqtt.Reply {
 		return r
 	case <-time.After(10 * time.Second):
 		a.t.Fatalf("agent %s: no reply to %s", a.Name, b)
-		return mqtt.Reply{}
+		return api.Reply{}
 	}
 }
 
 // SendRaw publishes req on topic exactly as given (only its id is set) and
 // waits up to d for a reply on this agent's reply topic; ok is false if none
 // came. It is for requests an agent should not be able to make.
-func (a *Agent) SendRaw(topic string, retained bool, req map[string]any, d time.Duration) (rep mqtt.Reply, ok bool) {
+func (a *Agent) SendRaw(topic string, retained bool, req map[string]any, d time.Duration) (rep api.Reply, ok bool) {
 	a.t.Helper()
 	a.mu.Lock()
 	a.n++
 	id := fmt.Sprintf("%s-raw-%d", a.Name, a.n)
-	ch := make(chan mqtt.Reply, 1)
+	ch := make(chan api.Reply, 1)
 	a.wait[id] = ch
 	a.mu.Unlock()
 	req["id"] = id
@@ -224,12 +225,12 @@ func (a *Agent) SendRaw(topic string, retained bool, req map[string]any, d time.
 	case r := <-ch:
 		return r, true
 	case <-time.After(d):
-		return mqtt.Reply{}, false
+		return api.Reply{}, false
 	}
 }
 
 // Must is Send, failing the test on a refusal.
-func (a *Agent) Must(req map[string]any) mqtt.Reply {
+func (a *Agent) Must(req map[string]any) api.Reply {
 	a.t.Helper()
 	r := a.Send(req)
 	if !r.OK {
@@ -256,7 +257,7 @@ func (a *Agent) State(actuator string) (float64, bool) {
 }
 
 // SupervisorState is the last "state" seen on the retained status topic
-// (mqtt.StateOnline or mqtt.StateOffline).
+// (api.StateOnline or api.StateOffline).
 func (a *Agent) SupervisorState() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,4 +1,4 @@
-package mqtt
+package api
 
 import (
 	"encoding/json"

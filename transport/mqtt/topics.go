@@ -1,20 +1,15 @@
 package mqtt
 
 import (
-	"errors"
+	"github.com/saga-supervisor/saga-supervisor/api"
+
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // DefaultPrefix is the topic prefix of API v1. The version is in the topic,
 // so a v2 can run beside v1 on the same broker.
 const DefaultPrefix = "saga/v1"
-
-// MaxLevelBytes bounds a name used as one topic level: an agent, an
-// actuator, a device.
-const MaxLevelBytes = 64
 
 // Topics lays out one supervisor's topics: <prefix>/<device>/... A zero
 // Prefix means DefaultPrefix. Every topic of the API is built here, so no
@@ -41,12 +36,12 @@ func (t Topics) Validate() error {
 			return fmt.Errorf("mqtt: topic prefix %q starts with '$', which brokers reserve", t.Prefix)
 		}
 		for _, level := range strings.Split(t.Prefix, "/") {
-			if err := ValidLevel(level); err != nil {
+			if err := api.ValidName(level); err != nil {
 				return fmt.Errorf("mqtt: topic prefix %q: %w", t.Prefix, err)
 			}
 		}
 	}
-	if err := ValidLevel(t.Device); err != nil {
+	if err := api.ValidName(t.Device); err != nil {
 		return fmt.Errorf("mqtt: device: %w", err)
 	}
 	return nil
@@ -95,31 +90,3 @@ func (t Topics) Will(agent string) string { return t.base() + "/will/" + agent }
 
 // WillFilter is the subscription that receives every agent's will.
 func (t Topics) WillFilter() string { return t.base() + "/will/+" }
-
-var errEmptyLevel = errors.New("empty name")
-
-// ValidLevel reports whether s can be one level of a topic: 1..MaxLevelBytes
-// bytes of UTF-8 with no '/' (it would split into two levels, so agent
-// "a/b" would read agent "a"'s replies), no '+' or '#' (wildcards, refused
-// in a published topic) and no unprintable character (NUL is forbidden
-// by MQTT; control characters are discouraged by it and unreadable in logs).
-func ValidLevel(s string) error {
-	if s == "" {
-		return errEmptyLevel
-	}
-	if len(s) > MaxLevelBytes {
-		return fmt.Errorf("name is %d bytes, over the limit of %d", len(s), MaxLevelBytes)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("name %q is not valid UTF-8", s)
-	}
-	for _, c := range s {
-		switch {
-		case c == '/' || c == '+' || c == '#':
-			return fmt.Errorf("name %q holds %q, which MQTT topics reserve", s, c)
-		case !unicode.IsPrint(c):
-			return fmt.Errorf("name %q holds the unprintable character %U", s, c)
-		}
-	}
-	return nil
-}

@@ -1,4 +1,4 @@
-package mqtt
+package api
 
 import (
 	"bytes"
@@ -114,7 +114,7 @@ var badCases = []badCase{
 	{name: "agent with #", payload: replace(`"agent":"arm-ctl"`, `"agent":"#"`), code: CodeBadRequest, field: "agent", id: "c1"},
 	{name: "agent with /", payload: replace(`"agent":"arm-ctl"`, `"agent":"other/../arm-ctl"`), code: CodeBadRequest, field: "agent", id: "c1"},
 	{name: "agent with NUL", payload: replace(`"agent":"arm-ctl"`, `"agent":"arm\u0000"`), code: CodeBadRequest, field: "agent", id: "c1"},
-	{name: "agent too long", payload: replace(`"agent":"arm-ctl"`, `"agent":"`+strings.Repeat("a", MaxLevelBytes+1)+`"`), code: CodeBadRequest, field: "agent", id: "c1"},
+	{name: "agent too long", payload: replace(`"agent":"arm-ctl"`, `"agent":"`+strings.Repeat("a", MaxNameBytes+1)+`"`), code: CodeBadRequest, field: "agent", id: "c1"},
 	{name: "agent object", payload: replace(`"agent":"arm-ctl"`, `"agent":{"name":"arm-ctl"}`), code: CodeBadRequest, field: "agent", id: "c1"},
 	{name: "missing op", payload: replace(`"op":"step",`, ``), code: CodeBadRequest, field: "op", id: "c1", agent: "arm-ctl"},
 	{name: "unknown op", payload: replace(`"op":"step"`, `"op":"fly"`), code: CodeBadRequest, field: "op", id: "c1", agent: "arm-ctl"},
@@ -191,13 +191,13 @@ func TestDecodeRequestSizeBound(t *testing.T) {
 // every character written as a \u escape.
 func TestLargestValidRequestFits(t *testing.T) {
 	esc := func(n int) string { return strings.Repeat(`\u0041`, n) }
-	p := `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxLevelBytes) + `","op":"step","lease":"` + esc(MaxLeaseBytes) +
-		`","epoch":18446744073709551615,"saga":18446744073709551615,"actuator":"` + esc(MaxLevelBytes) +
+	p := `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxNameBytes) + `","op":"step","lease":"` + esc(MaxLeaseBytes) +
+		`","epoch":18446744073709551615,"saga":18446744073709551615,"actuator":"` + esc(MaxNameBytes) +
 		`","value":-1.7976931348623157e+308,"deadline_ms":60000}`
 	if _, err := DecodeRequest([]byte(p), 0); err != nil {
 		t.Fatalf("%d bytes: %v", len(p), err)
 	}
-	p = `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxLevelBytes) + `","op":"abort","lease":"` + esc(MaxLeaseBytes) +
+	p = `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxNameBytes) + `","op":"abort","lease":"` + esc(MaxLeaseBytes) +
 		`","epoch":18446744073709551615,"saga":18446744073709551615,"reason":"` + esc(MaxReasonBytes) + `"}`
 	if _, err := DecodeRequest([]byte(p), 0); err != nil {
 		t.Fatalf("%d bytes: %v", len(p), err)

@@ -1,15 +1,16 @@
-// Package mqtt is the wire format of the supervisor's MQTT API v1: the topic
-// layout, the JSON requests controllers publish, the replies, status and
-// events the supervisor publishes, and the table of stable codes they carry.
+// Package api is the supervisor's controller API, independent of how a
+// request travels: the requests a controller sends (hello, heartbeat,
+// begin, step, commit, abort, bye, halt, reset, status), the replies,
+// status and events the supervisor sends back, the table of stable codes
+// they carry, and the rule for names (agents, actuators).
 //
-// So far the package is pure encoding and decoding: it opens no connection
-// and reads no clock, so every rule a buggy or hostile controller could
-// probe is pinned down with tables and fuzzing before any broker is
-// involved. The transport (connecting, subscribing, the last wills, QoS 1
-// redelivery, handing requests to the leases and the engine) comes later in
-// this same package. docs/API.md is the user documentation;
-// a test keeps its code table equal to Codes and its examples equal to what
-// this package encodes.
+// The package opens no connection and reads no clock, so every rule a buggy
+// or hostile controller could probe is pinned down with tables and fuzzing
+// before any transport is involved. Transports (transport/mqtt) only
+// connect, decode with this package, route and publish; the supervisor
+// speaks only this package. docs/API.md is the user documentation; a test
+// keeps its code table equal to Codes and its examples equal to what this
+// package encodes.
 //
 // # Requests
 //
@@ -23,7 +24,7 @@
 // and judges each number from its literal. When a request is refused,
 // DecodeRequest still returns the id and agent it could salvage, so the
 // refusal can be addressed.
-package mqtt
+package api
 
 import (
 	"bytes"
@@ -352,7 +353,7 @@ func salvage(rs *[numFields]raw) Request {
 	if f := rs[fID]; f.n == 1 && f.kind == kString && checkText(f.text, MaxIDBytes) == "" {
 		r.ID = f.text
 	}
-	if f := rs[fAgent]; f.n == 1 && f.kind == kString && ValidLevel(f.text) == nil {
+	if f := rs[fAgent]; f.n == 1 && f.kind == kString && ValidName(f.text) == nil {
 		r.Agent = f.text
 	}
 	return r
@@ -364,10 +365,10 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 	if r.ID, err = str(rs, fID, 1, MaxIDBytes); err != nil {
 		return Request{}, err
 	}
-	if r.Agent, err = str(rs, fAgent, 1, MaxLevelBytes); err != nil {
+	if r.Agent, err = str(rs, fAgent, 1, MaxNameBytes); err != nil {
 		return Request{}, err
 	}
-	if e := ValidLevel(r.Agent); e != nil {
+	if e := ValidName(r.Agent); e != nil {
 		return Request{}, badRequest("agent", "field \"agent\": %v", e)
 	}
 	op, err := str(rs, fOp, 1, 32)
@@ -403,8 +404,8 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 		case fSaga:
 			r.Saga, err = uinteger(rs, f)
 		case fActuator:
-			if r.Actuator, err = str(rs, f, 1, MaxLevelBytes); err == nil {
-				if e := ValidLevel(r.Actuator); e != nil {
+			if r.Actuator, err = str(rs, f, 1, MaxNameBytes); err == nil {
+				if e := ValidName(r.Actuator); e != nil {
 					err = badRequest("actuator", "field \"actuator\": %v", e)
 				}
 			}
@@ -791,6 +792,24 @@ const (
 	StateOnline  = "online"
 	StateOffline = "offline" // also the supervisor's last will
 )
+
+// State is the last value the supervisor commanded an actuator to: what
+// it believes the actuator holds. A transport keeps the latest one per
+// actuator (MQTT: retained on state/<actuator>).
+type State struct {
+	Actuator  string
+	Commanded float64
+}
+
+type wireState struct {
+	Actuator  string   `json:"actuator"`
+	Commanded *float64 `json:"commanded"` // null when not finite (an unknown position)
+}
+
+// EncodeState encodes a state payload.
+func EncodeState(s State) []byte {
+	return mustMarshal(wireState{Actuator: s.Actuator, Commanded: finite(s.Commanded)})
+}
 
 // EncodeStatus encodes a status payload.
 func EncodeStatus(s Status) []byte { return mustMarshal(s) }

@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"github.com/saga-supervisor/saga-supervisor/api"
+
 	"strings"
 	"testing"
 )
@@ -48,13 +50,13 @@ func TestTopicsValidate(t *testing.T) {
 }
 
 func TestValidLevel(t *testing.T) {
-	for _, s := range []string{"me", "arm-ctl_2", "bras.gauche", "été", "a b", "$me", strings.Repeat("a", MaxLevelBytes)} {
-		if err := ValidLevel(s); err != nil {
+	for _, s := range []string{"me", "arm-ctl_2", "bras.gauche", "été", "a b", "$me", strings.Repeat("a", api.MaxNameBytes)} {
+		if err := api.ValidName(s); err != nil {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "a/b", "a+", "#", "a\x00", "a\n", "\u0085", "\u200b", "\xff", strings.Repeat("a", MaxLevelBytes+1)} {
-		if err := ValidLevel(s); err == nil {
+	for _, s := range []string{"", "a/b", "a+", "#", "a\x00", "a\n", "\u0085", "\u200b", "\xff", strings.Repeat("a", api.MaxNameBytes+1)} {
+		if err := api.ValidName(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
 	}
@@ -66,7 +68,7 @@ func TestDecodedAgentsRouteToOneLevel(t *testing.T) {
 	tp := Topics{Device: "arm1"}
 	base := strings.Count(tp.Reply("x"), "/")
 	for _, agent := range []string{`me`, `\u002f`, `a\/b`, `\u002b`, `\u0023`, `caf\u00e9`} {
-		r, err := DecodeRequest([]byte(`{"id":"1","agent":"`+agent+`","op":"status"}`), 0)
+		r, err := api.DecodeRequest([]byte(`{"id":"1","agent":"`+agent+`","op":"status"}`), 0)
 		if err != nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package mqtt
+package api
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
-const apiDoc = "../../docs/API.md"
+const apiDoc = "../docs/API.md"
 
 func readDoc(t *testing.T) string {
 	t.Helper()
@@ -231,13 +231,13 @@ func TestDocStatesTheLimits(t *testing.T) {
 	doc := readDoc(t)
 	for _, s := range []string{
 		fmt.Sprintf("1..%d bytes, printable", MaxIDBytes),
-		fmt.Sprintf("1..%d bytes. Replies go to", MaxLevelBytes),
+		fmt.Sprintf("1..%d bytes. Replies go to", MaxNameBytes),
 		fmt.Sprintf("1..%d bytes. Opaque", MaxLeaseBytes),
 		fmt.Sprintf("0..%d bytes, printable", MaxReasonBytes),
 		fmt.Sprintf("1..%d bytes.", MaxTokenBytes),
 		fmt.Sprintf("1..%d: see", MaxDeadlineMS),
 		fmt.Sprintf("A payload over %d bytes", DefaultMaxRequestBytes),
-		fmt.Sprintf("1 to %d bytes of", MaxLevelBytes),
+		fmt.Sprintf("1 to %d bytes of", MaxNameBytes),
 	} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("docs/API.md does not say %q", s)

@@ -1,4 +1,4 @@
-package mqtt
+package api
 
 import (
 	"github.com/saga-supervisor/saga-supervisor/limits"

@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"github.com/saga-supervisor/saga-supervisor/api"
+
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -16,10 +18,10 @@ import (
 // implements it. Calls come from one goroutine, in arrival order.
 type Handler interface {
 	// Handle answers a decoded request received at the given time.
-	Handle(req Request, received time.Time) Reply
+	Handle(req api.Request, received time.Time) api.Reply
 	// Refused is told of a request the decoder refused, so that it can be
 	// journaled; req holds whatever id and agent could be salvaged.
-	Refused(req Request, err *Error)
+	Refused(req api.Request, err *api.Error)
 	// AgentGone is told that an agent's MQTT last will arrived: the agent's
 	// connection died without a clean bye.
 	AgentGone(agent string)
@@ -75,14 +77,14 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		opt.QueueLen = 1024
 	}
 	if opt.MaxPayload <= 0 {
-		opt.MaxPayload = DefaultMaxRequestBytes
+		opt.MaxPayload = api.DefaultMaxRequestBytes
 	}
 	lg := opt.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	t := &Transport{opt: opt, h: h, log: lg, q: make(chan inbound, opt.QueueLen), done: make(chan struct{}),
-		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): EncodeStatus(Status{State: StateOnline})}}
+		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})}}
 	co := paho.NewClientOptions().
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
@@ -97,7 +99,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		SetConnectRetryInterval(500*time.Millisecond).
 		SetMaxReconnectInterval(2*time.Second).
 		SetKeepAlive(10*time.Second).
-		SetWill(opt.Topics.Status(), string(EncodeStatus(Status{State: StateOffline})), 1, true).
+		SetWill(opt.Topics.Status(), string(api.EncodeStatus(api.Status{State: api.StateOffline})), 1, true).
 		SetOnConnectHandler(t.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { lg.Warn("mqtt connection lost", "err", err) })
 	if opt.Username != "" {
@@ -184,34 +186,34 @@ func (t *Transport) work() {
 	agentPrefix := t.opt.Topics.Cmd() + "/"
 	for in := range t.q {
 		if agent, ok := strings.CutPrefix(in.topic, willPrefix); ok {
-			if ValidLevel(agent) == nil {
+			if api.ValidName(agent) == nil {
 				t.h.AgentGone(agent)
 			}
 			continue
 		}
-		req, derr := DecodeRequest(in.payload, t.opt.MaxPayload)
+		req, derr := api.DecodeRequest(in.payload, t.opt.MaxPayload)
 		if topicAgent, own := strings.CutPrefix(in.topic, agentPrefix); own {
-			if ValidLevel(topicAgent) != nil {
+			if api.ValidName(topicAgent) != nil {
 				continue // cannot be answered, and cannot be anyone's
 			}
 			if derr == nil && req.Agent != topicAgent {
-				derr = &Error{Code: CodeBadRequest, Field: "agent",
+				derr = &api.Error{Code: api.CodeBadRequest, Field: "agent",
 					Message: fmt.Sprintf("agent %q does not match the topic %s: an agent speaks only for itself", req.Agent, in.topic)}
 			}
 			req.Agent = topicAgent // the reply goes to whoever may write this topic
 		}
-		var rep Reply
+		var rep api.Reply
 		if derr != nil {
 			t.h.Refused(req, derr)
-			rep = ErrorReply(req.ID, derr)
+			rep = api.ErrorReply(req.ID, derr)
 		} else {
 			rep = t.h.Handle(req, in.received)
 		}
-		if ValidLevel(req.Agent) == nil {
-			t.Publish(t.opt.Topics.Reply(req.Agent), false, EncodeReply(rep))
+		if api.ValidName(req.Agent) == nil {
+			t.Publish(t.opt.Topics.Reply(req.Agent), false, api.EncodeReply(rep))
 		} else {
 			// Nobody to address: the refusal goes to the events topic.
-			t.Publish(t.opt.Topics.Events(), false, EncodeEvent(Event{Kind: EventReply, Reply: &rep}))
+			t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(api.Event{Kind: api.EventReply, Reply: &rep}))
 		}
 	}
 }
@@ -245,10 +247,20 @@ func (t *Transport) qos(topic string, retained bool) byte {
 	return 1
 }
 
+// PublishEvent publishes an event (supervisor.Publisher).
+func (t *Transport) PublishEvent(ev api.Event) {
+	t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(ev))
+}
+
+// PublishState publishes an actuator's retained state (supervisor.Publisher).
+func (t *Transport) PublishState(st api.State) {
+	t.Publish(t.opt.Topics.State(st.Actuator), true, api.EncodeState(st))
+}
+
 // SetStatus publishes the retained status when it changed.
-func (t *Transport) SetStatus(s Status) {
-	s.State = StateOnline
-	b := EncodeStatus(s)
+func (t *Transport) SetStatus(s api.Status) {
+	s.State = api.StateOnline
+	b := api.EncodeStatus(s)
 	t.mu.Lock()
 	changed := string(b) != string(t.retained[t.opt.Topics.Status()])
 	t.mu.Unlock()
@@ -263,7 +275,7 @@ func (t *Transport) Close() error {
 	var err error
 	t.once.Do(func() {
 		if t.client.IsConnected() {
-			tok := t.client.Publish(t.opt.Topics.Status(), 1, true, EncodeStatus(Status{State: StateOffline}))
+			tok := t.client.Publish(t.opt.Topics.Status(), 1, true, api.EncodeStatus(api.Status{State: api.StateOffline}))
 			if !tok.WaitTimeout(2*time.Second) || tok.Error() != nil {
 				err = errors.Join(errors.New("mqtt: offline status not confirmed"), tok.Error())
 			}

@@ -1,0 +1,132 @@
+package layers
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/saga-supervisor/saga-supervisor"
+
+// rule forbids the non-test files of a package tree to import a package
+// tree: a path ending in "/..." covers the tree, anything else one package.
+type rule struct {
+	from, why string
+	forbid    []string
+}
+
+var rules = []rule{
+	{from: "supervisor/...", why: "the supervisor speaks only api/: a transport is attached, never linked in",
+		forbid: []string{"transport/...", "github.com/eclipse/paho.mqtt.golang/...", "github.com/mochi-mqtt/..."}},
+	{from: "transport/...", why: "a transport connects, decodes, routes and publishes; it decides nothing",
+		forbid: []string{"rollback/...", "recovery/...", "wal/...", "supervisor/...", "limits/..."}},
+	{from: "api/...", why: "the controller API is transport-neutral",
+		forbid: []string{"transport/...", "supervisor/...", "drivers/...", "github.com/eclipse/paho.mqtt.golang/...", "github.com/mochi-mqtt/..."}},
+	{from: "drivers/mqtt", why: "drivers/mqtt keeps only the MQTT-attached actuator",
+		forbid: []string{"api/...", "transport/...", "supervisor/...", "rollback/..."}},
+	{from: "rollback/...", why: "imports run downward only",
+		forbid: []string{"supervisor/...", "api/...", "transport/...", "recovery/...", "cmd/..."}},
+	{from: "recovery/...", why: "imports run downward only",
+		forbid: []string{"supervisor/...", "api/...", "transport/...", "cmd/..."}},
+	{from: "wal/...", why: "the journal stores opaque records",
+		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "actuators/...", "limits/..."}},
+	{from: "limits/...", why: "limits does no I/O and knows nothing above it",
+		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "wal/...", "actuators/...", "drivers/..."}},
+}
+
+func match(pattern, path string) bool {
+	if !strings.Contains(pattern, ".") || !strings.Contains(strings.SplitN(pattern, "/", 2)[0], ".") {
+		pattern = module + "/" + pattern
+	}
+	if tree, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == tree || strings.HasPrefix(path, tree+"/")
+	}
+	return path == pattern
+}
+
+// imports maps each package of the module (by import path) to what its
+// non-test files import.
+func imports(t *testing.T, root string) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != root && (strings.HasPrefix(n, ".") || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		pkg := module
+		if rel != "." {
+			pkg += "/" + filepath.ToSlash(rel)
+		}
+		if out[pkg] == nil {
+			out[pkg] = map[string]bool{}
+		}
+		for _, im := range f.Imports {
+			path, _ := strconv.Unquote(im.Path.Value)
+			out[pkg][path] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestImportRules(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not at %s: %v", root, err)
+	}
+	pkgs := imports(t, root)
+	for _, r := range rules {
+		seen := false
+		for pkg, ims := range pkgs {
+			if !match(r.from, pkg) {
+				continue
+			}
+			seen = true
+			for im := range ims {
+				for _, f := range r.forbid {
+					if match(f, im) {
+						t.Errorf("%s imports %s: %s", strings.TrimPrefix(pkg, module+"/"), im, r.why)
+					}
+				}
+			}
+		}
+		if !seen {
+			t.Errorf("rule for %s matches no package: the layout changed, update the rule", r.from)
+		}
+	}
+}
+
+// TestRulesCatchAViolation keeps the matcher honest: a rule that matched
+// nothing would pass every tree.
+func TestRulesCatchAViolation(t *testing.T) {
+	if !match("transport/...", module+"/transport/mqtt") || !match("transport/...", module+"/transport") ||
+		match("transport/...", module+"/transporter") || !match("github.com/mochi-mqtt/...", "github.com/mochi-mqtt/server/v2") ||
+		!match("drivers/mqtt", module+"/drivers/mqtt") || match("drivers/mqtt", module+"/drivers/mqtt/x") {
+		t.Fatal("pattern matching is wrong")
+	}
+}
