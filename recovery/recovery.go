@@ -117,6 +117,9 @@ var errStop = errors.New("stop")
 
 // Close closes the journal and releases the lock.
 func (r *Result) Close() error {
+	if r.Engine != nil {
+		r.Engine.WaitHalts() // its halt goroutine may still be writing
+	}
 	err := r.Log.Close()
 	return errors.Join(err, r.lock.unlock())
 }

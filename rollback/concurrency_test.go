@@ -78,7 +78,7 @@ func TestConcurrentAgents(t *testing.T) {
 				r.e.Halt("test halt")
 			}
 			if h, _ := r.e.Halted(); h {
-				r.e.Reset("operator")
+				r.e.Reset("operator", r.e.HaltGen())
 			}
 			runtime.Gosched()
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -97,6 +98,10 @@ type Config struct {
 	// bounded however long an agent streams. Default DefaultMaxSagaCommands.
 	MaxSagaCommands int
 	Logger          *slog.Logger // nil: discard
+	// OnHalt receives, after each halt the engine's halt goroutine applied
+	// (see Latch), the reports of the sagas it ended and the safe-policy
+	// errors. It runs on that goroutine: it must not call Halt.
+	OnHalt func([]*Report, error)
 }
 
 // DefaultMaxSagaCommands is the default Config.MaxSagaCommands: ten
@@ -178,8 +183,15 @@ type Engine struct {
 	sagas    map[uint64]*saga
 	nextSaga uint64
 	maxEpoch uint64 // the highest lease epoch a saga began under
-	halted   bool
-	haltWhy  string
+	// latchGen counts halts asked for; clearedGen is the latest generation
+	// a reset cleared. Halted is latchGen > clearedGen (see halt.go).
+	latchGen   atomic.Uint64
+	clearedGen atomic.Uint64
+	lane       haltLane
+	// parked: an orderly stop sent every actuator to its safe policy;
+	// nothing moves again in this process. Not journaled.
+	parked  bool
+	parkWhy string
 	// safeDone: this process has applied the safe policies since the halt
 	// latched (so Recover need not apply them again).
 	safeDone bool
@@ -274,7 +286,7 @@ func (e *Engine) failLocked(err error) {
 	}
 	e.fatal = fmt.Errorf("rollback: journal failed: %w", err)
 	e.log.Error("journal failed; halting", "err", err)
-	go e.Halt("journal failed") // Halt takes mu; the gate already refuses on fatal
+	e.Latch("journal failed") // applied by the halt goroutine: the caller holds mu
 }
 
 // Begin opens a saga for owner.
@@ -326,8 +338,8 @@ func (e *Engine) gateGlobal() *Error {
 	if e.fatal != nil {
 		return &Error{Code: CodeJournalFailed, Message: e.fatal.Error(), err: e.fatal}
 	}
-	if e.halted {
-		return refusal(CodeHalted, "halted: %s", e.haltWhy)
+	if e.stopped() {
+		return refusal(CodeHalted, "halted: %s", e.haltReason())
 	}
 	return nil
 }
@@ -396,6 +408,18 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		e.mu.Unlock()
 		return StepResult{}, &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
 	}
+	if e.latched() {
+		// A halt latched while the intent was being made durable: the halt
+		// wins. The intent is closed as not applied and nothing moves.
+		e.inflight.Done()
+		e.mu.Lock()
+		sp.outcome = Failed
+		e.enqueue(&Record{Type: RecFailed, Saga: s.id, Step: sp.n, Code: "NOT_APPLIED", Message: "halted before the effect: not applied"})
+		s.busy = false
+		rep := e.closeHaltedLocked(s)
+		e.mu.Unlock()
+		return StepResult{}, &Error{Code: CodeHalted, Message: "halted while the intent was made durable: not applied; saga ended unresolved", Report: rep}
+	}
 
 	effErr := e.effect(st.a, v.Value)
 	e.inflight.Done()
@@ -423,7 +447,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	e.enqueue(&out)
 	s.busy = false
 	if outcome == Applied {
-		if e.halted {
+		if e.stopped() {
 			// A halt arrived while the effect was in flight: end the saga.
 			rep := e.closeHaltedLocked(s)
 			e.mu.Unlock()

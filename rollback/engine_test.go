@@ -284,7 +284,7 @@ func TestCompensationFailureFallsBackAndHalts(t *testing.T) {
 	if _, err := r.e.Begin(r.owner); CodeOf(err) != CodeHalted {
 		t.Errorf("Begin while halted: %v, want HALTED", err)
 	}
-	if err := r.e.Reset("operator"); err != nil {
+	if err := r.e.Reset("operator", r.e.HaltGen()); err != nil {
 		t.Fatal(err)
 	}
 	r.begin(t)
@@ -352,7 +352,7 @@ func TestJournalFailureIsFailStop(t *testing.T) {
 	if _, err := r.e.Begin(r.owner); CodeOf(err) != CodeJournalFailed {
 		t.Errorf("Begin after journal failure: %v", err)
 	}
-	if err := r.e.Reset("op"); CodeOf(err) != CodeJournalFailed {
+	if err := r.e.Reset("op", r.e.HaltGen()); CodeOf(err) != CodeJournalFailed {
 		t.Errorf("Reset after journal failure: %v", err)
 	}
 }

@@ -3,36 +3,200 @@ package rollback
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
-// Halt latches the halt: every later command is refused, open sagas that are
-// not mid-step or mid-unwind end with their steps unresolved, effects in
-// flight are waited for, and then every actuator goes to its safe policy.
-// It returns the reports of the sagas it ended and the safe-policy errors.
-func (e *Engine) Halt(reason string) ([]*Report, error) { return e.halt(reason, true) }
+// The halt lane. A halt from any source — an agent, HTTP, the CLI, a supply,
+// an e-stop, a failed compensation, a failed journal — is not a message in
+// any queue. Latch sets the latch at once (an atomic generation counter, so
+// the gate refuses every later command from that instant) and records the
+// reason under haltLane.mu, a lock that is never held across I/O. The work
+// a halt implies — journaling HALT, ending open sagas unresolved, waiting
+// for effects in flight, the safe policies — is done by one goroutine of
+// the engine's, started on demand, so no caller of Latch ever waits on the
+// disk, a driver or the engine's own lock.
+//
+// Every halt is journaled, a second one while halted included. Reasons
+// beyond maxPendingHalts waiting at once (a flood of halts) are journaled
+// as a count in one HALT record, so a flood cannot grow memory; the latch
+// itself never depends on that bound.
+const maxPendingHalts = 64
+
+type haltLane struct {
+	mu      sync.Mutex // never held across I/O
+	reasons []string   // latched halts not yet journaled, oldest first
+	more    uint64     // halts beyond maxPendingHalts, journaled as a count
+	running bool       // a goroutine is applying halts
+	done    uint64     // the highest generation whose halt has been applied
+	applied chan struct{}
+	why     string // the reason of the first halt since the last reset
+}
+
+// Latch latches the halt and returns at once with its generation: the gate
+// refuses every command from now on, and the engine's halt goroutine
+// journals the halt and applies it (see Halt). It never blocks on I/O or on
+// the engine's lock. OnHalt, if set, receives the reports of the sagas the
+// halt ended.
+func (e *Engine) Latch(reason string) uint64 {
+	gen, start := e.latch(reason)
+	if start {
+		go e.applyHalts(true)
+	}
+	return gen
+}
+
+func (e *Engine) latch(reason string) (gen uint64, start bool) {
+	l := &e.lane
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gen = e.latchGen.Add(1) // under l.mu: reasons are queued in generation order
+	// The status shows the first halt since the reset — or a fuller
+	// account of it from the same source (HTTP latches before reading the
+	// body's reason, then halts again with it).
+	if gen == e.clearedGen.Load()+1 || l.why == "" || strings.HasPrefix(reason, l.why+": ") {
+		l.why = reason
+	}
+	if len(l.reasons) < maxPendingHalts {
+		l.reasons = append(l.reasons, reason)
+	} else {
+		l.more++
+	}
+	if l.running {
+		return gen, false
+	}
+	l.running = true
+	return gen, true
+}
+
+// Halt latches the halt and returns once it has been applied: HALT is
+// journaled, open sagas that are not mid-step or mid-unwind end with their
+// steps unresolved, effects in flight are waited for, and every actuator
+// has gone to its safe policy. It returns the reports of the sagas it
+// ended and the safe-policy errors — or, when the engine's halt goroutine
+// was already applying halts and took this one too, nil (its reports go to
+// OnHalt). The halt is applied on the calling goroutine when nobody else is
+// applying one, so a single-threaded caller (recovery, the model checker)
+// sees a deterministic order.
+func (e *Engine) Halt(reason string) ([]*Report, error) {
+	gen, start := e.latch(reason)
+	if start {
+		return e.applyHalts(false)
+	}
+	e.waitApplied(gen)
+	return nil, nil
+}
+
+// WaitHalts returns once every halt latched so far has been applied (its
+// records journaled, the safe policies done). Close the journal only after
+// it: the halt goroutine writes to it.
+func (e *Engine) WaitHalts() { e.waitApplied(e.latchGen.Load()) }
+
+// waitApplied returns once the halt of generation gen has been applied.
+func (e *Engine) waitApplied(gen uint64) {
+	l := &e.lane
+	for {
+		l.mu.Lock()
+		if l.done >= gen {
+			l.mu.Unlock()
+			return
+		}
+		if l.applied == nil {
+			l.applied = make(chan struct{})
+		}
+		ch := l.applied
+		l.mu.Unlock()
+		<-ch
+	}
+}
+
+// applyHalts applies latched halts until none is pending; the caller has
+// set lane.running. With async, each pass's reports go to OnHalt;
+// otherwise they are returned.
+func (e *Engine) applyHalts(async bool) ([]*Report, error) {
+	l := &e.lane
+	var reps []*Report
+	var errs []error
+	for {
+		l.mu.Lock()
+		target := e.latchGen.Load()
+		if l.done >= target && len(l.reasons) == 0 && l.more == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return reps, errors.Join(errs...)
+		}
+		rs, more := l.reasons, l.more
+		l.reasons, l.more = nil, 0
+		l.mu.Unlock()
+
+		pr, perr := e.haltPass(rs, more)
+
+		l.mu.Lock()
+		l.done = max(l.done, target)
+		if l.applied != nil {
+			close(l.applied)
+			l.applied = nil
+		}
+		l.mu.Unlock()
+		if async {
+			if e.cfg.OnHalt != nil {
+				e.cfg.OnHalt(pr, perr)
+			}
+		} else {
+			reps = append(reps, pr...)
+			if perr != nil {
+				errs = append(errs, perr)
+			}
+		}
+	}
+}
+
+// latched reports whether a halt is latched: a halt was asked for after
+// the last reset. It reads two atomics, so the gate and a step about to
+// fire its effect see a halt the instant it is latched.
+func (e *Engine) latched() bool { return e.latchGen.Load() > e.clearedGen.Load() }
+
+// stopped reports whether nothing may move: halt latched, or parked by an
+// orderly stop. Callers hold mu (parked is guarded by it).
+func (e *Engine) stopped() bool { return e.latched() || e.parked }
+
+// HaltGen is the generation of the latest halt (0: never halted in this
+// journal's life as replayed). Reset clears the halts up to a generation.
+func (e *Engine) HaltGen() uint64 { return e.latchGen.Load() }
 
 // Park is the halt of an orderly stop: every actuator goes to its safe
 // policy and nothing moves afterwards, but no HALT is journaled, so the
 // next start is not latched halted (an orderly restart needs no operator).
 // Unwind the open sagas first (AbortAll): Park ends the rest unresolved.
-func (e *Engine) Park(reason string) ([]*Report, error) { return e.halt(reason, false) }
+func (e *Engine) Park(reason string) ([]*Report, error) {
+	e.mu.Lock()
+	if !e.parked {
+		e.parked, e.parkWhy = true, reason
+	}
+	e.mu.Unlock()
+	return e.haltPass(nil, 0)
+}
 
-func (e *Engine) halt(reason string, latch bool) ([]*Report, error) {
+// haltPass journals the given halts, ends open sagas that are not mid-step
+// or mid-unwind unresolved, waits for effects in flight, and applies the
+// safe policies unless this process already did since the halt latched. It
+// holds haltMu throughout (passes, Park and Reset are serialised); Latch
+// never takes it.
+func (e *Engine) haltPass(reasons []string, more uint64) ([]*Report, error) {
 	e.haltMu.Lock()
 	defer e.haltMu.Unlock()
 	e.mu.Lock()
-	if !e.halted {
-		e.halted = true
-		e.haltWhy = reason
-		e.safeDone = false
-		if latch {
-			e.log.Error("halt", "reason", reason)
-			if e.fatal == nil {
-				e.enqueue(&Record{Type: RecHalt, Message: reason})
-			}
+	for _, why := range reasons {
+		e.log.Error("halt", "reason", why)
+		if e.fatal == nil {
+			e.enqueue(&Record{Type: RecHalt, Message: why})
 		}
+	}
+	if more > 0 && e.fatal == nil {
+		e.enqueue(&Record{Type: RecHalt, Message: fmt.Sprintf("%d further halts while halted (not listed one by one)", more)})
 	}
 	var reps []*Report
 	for _, s := range e.sagasNewestFirst() {
@@ -41,13 +205,21 @@ func (e *Engine) halt(reason string, latch bool) ([]*Report, error) {
 		}
 	}
 	fatal := e.fatal
+	// A halt that is already latched and applied by this process (a
+	// second halt while halted, a flood of them) moves nothing again:
+	// nothing can have moved since.
+	again := e.safeDone && e.latched() && len(reasons) > 0
 	e.mu.Unlock()
 	if fatal == nil {
 		e.sync()
 	}
-	// No effect starts once halted is set (it is checked under mu before
-	// every effect), so this wait is bounded by the driver timeouts.
+	// No effect starts once the latch is set (a step checks it after its
+	// intent is durable, just before the effect), so this wait is bounded
+	// by the driver timeouts.
 	e.inflight.Wait()
+	if again {
+		return reps, nil
+	}
 	return reps, e.goSafeAll()
 }
 
@@ -57,7 +229,7 @@ func (e *Engine) closeHaltedLocked(s *saga) *Report {
 	s.unwinding = true
 	why := s.abortWhy
 	if why == "" {
-		why = "halted: " + e.haltWhy
+		why = "halted: " + e.haltReason()
 		s.abortWhy = why
 		if e.fatal == nil {
 			e.enqueue(&Record{Type: RecAbort, Saga: s.id, Message: why})
@@ -119,7 +291,7 @@ func (e *Engine) goSafeAll() error {
 		}
 	}
 	e.mu.Lock()
-	e.safeDone = e.halted
+	e.safeDone = e.stopped()
 	e.mu.Unlock()
 	return errors.Join(errs...)
 }
@@ -162,9 +334,18 @@ func (e *Engine) Adopt(name string, drifted func(commanded float64) (float64, bo
 	return err == nil, err
 }
 
-// Reset clears a halt. It is an operator action; the supervisor checks the
-// ready conditions before calling it. A failed journal cannot be reset.
-func (e *Engine) Reset(by string) error {
+// Reset clears the halts up to generation gen (HaltGen, read by the
+// operator's side before it checked that the supervisor may be reset). It
+// is an operator action. A halt latched after gen — one that arrived while
+// the reset was being decided — stays latched: Reset then returns HALTED.
+// Reset waits until the halts it clears have been applied (their records
+// journaled, the safe policies done), so a reset can never overtake the
+// halt it clears. A failed journal cannot be reset.
+func (e *Engine) Reset(by string, gen uint64) error {
+	if gen > e.latchGen.Load() {
+		gen = e.latchGen.Load()
+	}
+	e.waitApplied(gen)
 	e.haltMu.Lock()
 	defer e.haltMu.Unlock()
 	e.mu.Lock()
@@ -172,22 +353,50 @@ func (e *Engine) Reset(by string) error {
 	if e.fatal != nil {
 		return &Error{Code: CodeJournalFailed, Message: "the journal failed; restart the supervisor", err: e.fatal}
 	}
-	if !e.halted {
+	if gen <= e.clearedGen.Load() {
+		if e.latched() {
+			return refusal(CodeHalted, "halted again since the reset was asked for: %s", e.haltReason())
+		}
 		return nil
 	}
 	if err := e.journal(&Record{Type: RecReset, Agent: by}); err != nil {
 		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
 	}
-	e.halted = false
-	e.haltWhy = ""
+	e.lane.mu.Lock()
+	e.clearedGen.Store(gen)
+	still := e.latched()
+	if !still {
+		e.lane.why = ""
+	}
+	e.lane.mu.Unlock()
+	if still {
+		return refusal(CodeHalted, "a halt arrived while the reset was made; still halted: %s", e.haltReason())
+	}
+	e.safeDone = false
 	return nil
 }
 
-// Halted reports whether the engine is halted, and why.
+// haltReason is why the engine is halted (the first halt since the last
+// reset), or why it was parked.
+func (e *Engine) haltReason() string {
+	e.lane.mu.Lock()
+	why := e.lane.why
+	e.lane.mu.Unlock()
+	if why == "" && e.parked {
+		return e.parkWhy
+	}
+	return why
+}
+
+// Halted reports whether a halt is latched, and why. It takes no lock held
+// across I/O.
 func (e *Engine) Halted() (bool, string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.halted, e.haltWhy
+	if !e.latched() {
+		return false, ""
+	}
+	e.lane.mu.Lock()
+	defer e.lane.mu.Unlock()
+	return true, e.lane.why
 }
 
 // Err returns the journal failure that stopped the engine, or nil.

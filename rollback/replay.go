@@ -123,11 +123,18 @@ func (e *Engine) applyLocked(r *Record) error {
 			sp.act.commanded = sp.act.a.Safe.Value
 		}
 	case RecHalt:
-		e.halted = true
-		e.haltWhy = r.Message
+		e.lane.mu.Lock()
+		gen := e.latchGen.Add(1)
+		e.lane.done = gen // a replayed halt is applied by Recover, not by the halt goroutine
+		if e.lane.why == "" {
+			e.lane.why = r.Message
+		}
+		e.lane.mu.Unlock()
 	case RecReset:
-		e.halted = false
-		e.haltWhy = ""
+		e.lane.mu.Lock()
+		e.clearedGen.Store(e.latchGen.Load())
+		e.lane.why = ""
+		e.lane.mu.Unlock()
 	case RecLease:
 		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 	case RecObserved:
@@ -197,7 +204,7 @@ func (e *Engine) Recover() ([]*Report, error) {
 			}
 		}
 		var rep *Report
-		if e.halted {
+		if e.stopped() {
 			rep = e.closeHaltedLocked(s)
 		} else {
 			why := s.abortWhy
@@ -209,7 +216,7 @@ func (e *Engine) Recover() ([]*Report, error) {
 		rep.Recovered = true
 		reps = append(reps, rep)
 	}
-	if e.halted && !e.safeDone {
+	if e.stopped() && !e.safeDone {
 		// The halt is latched: make it true of the world again. The
 		// previous process may have died before (or while) moving every
 		// actuator to its safe policy, and replay took the SAFE records'

@@ -102,7 +102,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	switch {
 	case pending == 0:
 		return
-	case e.halted || e.fatal != nil:
+	case e.stopped() || e.fatal != nil:
 		e.settle(s, g, Unresolved, "not attempted: halted")
 		return
 	case applied == 0:
@@ -122,7 +122,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	backoff := e.cfg.RetryBackoff
 	var lastErr error
 	for lead.failures < maxAttempts {
-		if e.halted || e.fatal != nil {
+		if e.stopped() || e.fatal != nil {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
 		}
@@ -136,7 +136,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			e.settle(s, g, Unresolved, "journal failed: "+err.Error())
 			return
 		}
-		if e.halted {
+		if e.stopped() {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
 		}

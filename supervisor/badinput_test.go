@@ -142,6 +142,7 @@ func TestBadInputIsRefusedJournaledAndMovesNothing(t *testing.T) {
 	}
 
 	// Every refusal is in the journal with its code.
+	s.engine.WaitHalts() // the halt goroutine is done writing
 	if err := s.journal.Sync(); err != nil {
 		t.Fatal(err)
 	}

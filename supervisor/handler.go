@@ -58,6 +58,10 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 	ok := api.Reply{ID: req.ID, OK: true}
 	switch req.Op {
 	case api.OpHello:
+		if h, why := s.engine.Halted(); h {
+			// Nothing may begin while halted, not even a lease.
+			return api.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeHalted, Message: "halted: " + why}), false
+		}
 		l, err := s.leases.Hello(req.Agent, time.Duration(req.TTLMS)*time.Millisecond)
 		if err != nil {
 			return leaseReply(req.ID, err), false

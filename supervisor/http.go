@@ -150,6 +150,10 @@ func (h *httpAPI) latch(warning string) haltJSON {
 // body is read first, bounded by MaxHTTPBody and the server's read
 // timeout, so that the reason reaches the journal's HALT record.
 func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
+	// Latched before the body is read: a halt never waits on the network.
+	// A reason in the body follows as a second HALT record.
+	src := "http " + clientHost(r)
+	h.s.Halt(src, "")
 	var body struct {
 		Reason string `json:"reason"`
 	}
@@ -161,7 +165,9 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 		warning = "reason ignored: it " + why
 		body.Reason = ""
 	}
-	h.s.Halt("http "+clientHost(r), body.Reason)
+	if body.Reason != "" {
+		h.s.Halt(src, body.Reason)
+	}
 	h.s.metrics.command(string(api.OpHalt), true, "")
 	writeJSON(w, http.StatusOK, h.latch(warning))
 }

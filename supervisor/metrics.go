@@ -64,6 +64,7 @@ type metrics struct {
 	unwindSteps  *prometheus.CounterVec
 	leaseEnds    *prometheus.CounterVec
 	tailCut      prometheus.Gauge
+	halts        prometheus.Counter
 	state        *stateCollector
 	own          []prometheus.Collector // what newMetrics registered, for unregister
 }
@@ -116,6 +117,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "saga_journal_tail_cut_bytes",
 			Help: "Bytes of torn journal tail cut (and kept in a .broken file) when this process opened the journal; 0 when none.",
 		}),
+		halts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "saga_halts_total",
+			Help: "Halts asked for, from every source (agents, HTTP, e-stops, supplies), a second one while halted included.",
+		}),
 		state: newStateCollector(),
 	}
 	// Series that exist from the start read 0 rather than missing, so
@@ -140,7 +145,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 
 	for _, c := range []prometheus.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
-		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.state} {
+		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return nil, err

@@ -75,7 +75,8 @@ type Supervisor struct {
 	tailCut  string
 	metrics  *metrics
 
-	mu        sync.Mutex
+	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
+	mu        sync.Mutex // never held across I/O
 	pub       Publisher
 	ready     bool
 	reasons   []string
@@ -87,6 +88,9 @@ type Supervisor struct {
 	// statesDue asks the poll goroutine to publish changed states now
 	// (after a command, once its reply is on its way).
 	statesDue chan struct{}
+	// refreshDue asks the poll goroutine to refresh readiness and status
+	// now (after a halt).
+	refreshDue chan struct{}
 	closeErr  error
 	once      sync.Once
 }
@@ -106,7 +110,7 @@ func New(opt Options) (*Supervisor, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
-		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1)}
+		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
@@ -115,6 +119,7 @@ func New(opt Options) (*Supervisor, error) {
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
+	ec.OnHalt = s.haltApplied
 	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec}
 	ro.HaltFirst = func() string {
 		if opt.HaltLine != nil {
@@ -223,20 +228,28 @@ func (s *Supervisor) publishEvent(ev api.Event) {
 }
 
 // publishStates publishes the retained state of every actuator whose
-// commanded value changed since it was last published.
+// commanded value changed since it was last published, in the order a
+// reader needs: the registry's order, which is the order configured.
+// s.mu is not held while publishing (a publish may wait on the network).
 func (s *Supervisor) publishStates() {
+	s.statesMu.Lock() // one publisher at a time: a later value never goes out before an earlier one
+	defer s.statesMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pub == nil {
-		return
-	}
-	for _, name := range s.reg.Names() {
-		v, _ := s.engine.Commanded(name)
-		if old, ok := s.published[name]; ok && (old == v || (math.IsNaN(old) && math.IsNaN(v))) {
-			continue
+	pub := s.pub
+	var due []api.State
+	if pub != nil {
+		for _, name := range s.reg.Names() {
+			v, _ := s.engine.Commanded(name)
+			if old, ok := s.published[name]; ok && (old == v || (math.IsNaN(old) && math.IsNaN(v))) {
+				continue
+			}
+			s.published[name] = v
+			due = append(due, api.State{Actuator: name, Commanded: v})
 		}
-		s.published[name] = v
-		s.pub.PublishState(api.State{Actuator: name, Commanded: v})
+	}
+	s.mu.Unlock()
+	for _, st := range due {
+		pub.PublishState(st)
 	}
 }
 
@@ -253,6 +266,8 @@ func (s *Supervisor) poll() {
 			s.refresh()
 		case <-s.statesDue:
 			s.publishStates()
+		case <-s.refreshDue:
+			s.refresh()
 		}
 	}
 }
@@ -290,55 +305,76 @@ func (s *Supervisor) supplyEvent(ev SupplyEvent) {
 			s.publishReport(rep)
 		}
 	case limits.Halt:
-		reps, err := s.engine.Halt(why)
-		for _, rep := range reps {
-			s.publishReport(rep)
-		}
-		if err != nil {
-			s.log.Error("halt: safe policies failed", "err", err)
-		}
+		s.engine.Latch(why)
+		s.metrics.halts.Inc()
 	}
 }
 
 // readiness returns the cached readiness, refreshed every PollEvery and
-// after every halt or reset.
+// after every halt or reset. A latched halt counts from the instant it is
+// latched, before any refresh.
 func (s *Supervisor) readiness() (bool, []string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ready, s.reasons
+	ready, reasons := s.ready, s.reasons
+	s.mu.Unlock()
+	if h, why := s.engine.Halted(); h {
+		r := "halted: " + why
+		if len(reasons) == 0 || reasons[0] != r {
+			reasons = append([]string{r}, reasons...)
+		}
+		return false, reasons
+	}
+	return ready, reasons
 }
 
-// Halt latches halt from any source (MQTT, HTTP, CLI, e-stop).
+// Halt latches halt from any source (MQTT, HTTP, CLI, e-stop, supply) and
+// returns at once. It is the halt path: it takes no lock that is ever held
+// across network or disk I/O and waits on nothing — the engine latches an
+// atomic and its halt goroutine journals the halt and applies the safe
+// policies (haltApplied then publishes what it did). Every command is
+// refused from the instant Halt is called.
 func (s *Supervisor) Halt(source, reason string) {
 	why := source
 	if reason != "" {
 		why += ": " + reason
 	}
-	// Not ready from this moment: the halt latches at once, but the safe
-	// policies may take up to a driver timeout each, and readiness is
-	// refreshed after them.
-	s.mu.Lock()
-	s.ready, s.reasons = false, append([]string{"halted: " + why}, s.reasons...)
-	s.mu.Unlock()
-	reps, err := s.engine.Halt(why)
+	s.engine.Latch(why)
+	s.metrics.halts.Inc()
+	s.refreshSoon()
+}
+
+// haltApplied is the engine's OnHalt: the halt goroutine has journaled a
+// halt and applied it. It runs there, never on an ingress path.
+func (s *Supervisor) haltApplied(reps []*rollback.Report, err error) {
 	for _, rep := range reps {
 		s.publishReport(rep)
 	}
 	if err != nil {
 		s.log.Error("halt: safe policies failed", "err", err)
 	}
-	s.refresh()
+	s.refreshSoon()
+}
+
+// refreshSoon asks the poll goroutine for a refresh now, without waiting.
+func (s *Supervisor) refreshSoon() {
+	select {
+	case s.refreshDue <- struct{}{}:
+	default: // already due
+	}
 }
 
 // ErrUnauthorized is returned by Reset with a wrong or missing token.
 var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator token")
 
 // Reset clears the halt: an operator action, allowed only with the token
-// and only when every other ready condition holds.
+// and only when every other ready condition holds. It clears only the
+// halts latched before it looked at those conditions: a halt that arrives
+// while the reset is being made stays latched (HALTED).
 func (s *Supervisor) Reset(token, by string) error {
 	if s.opt.ResetToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.opt.ResetToken)) != 1 {
 		return ErrUnauthorized
 	}
+	gen := s.engine.HaltGen()
 	st := s.Status()
 	var other []string
 	for _, r := range st.Reasons {
@@ -349,7 +385,7 @@ func (s *Supervisor) Reset(token, by string) error {
 	if len(other) > 0 {
 		return &api.Error{Code: api.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
 	}
-	err := s.engine.Reset(by)
+	err := s.engine.Reset(by, gen)
 	s.refresh()
 	return err
 }
@@ -362,6 +398,7 @@ func (s *Supervisor) Close() error {
 		close(s.stop)
 		<-s.stopped
 		s.leases.Close()
+		s.engine.WaitHalts() // the halt goroutine writes to the journal closed below
 		for _, rep := range s.engine.AbortAll("supervisor stopping") {
 			s.publishReport(rep)
 		}

@@ -192,7 +192,7 @@ func demoActIII(w io.Writer, journal, world string) error {
 		return err
 	}
 	a.servos["elbow"].Clear()
-	if err := res.Engine.Reset("demo operator"); err != nil {
+	if err := res.Engine.Reset("demo operator", res.Engine.HaltGen()); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "An operator clears the jam, resets the halt (journaled) and homes the arm in a committed saga.")
