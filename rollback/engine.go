@@ -411,10 +411,13 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	if e.latched() {
 		// A halt latched while the intent was being made durable: the halt
 		// wins. The intent is closed as not applied and nothing moves.
-		e.inflight.Done()
 		e.mu.Lock()
 		sp.outcome = Failed
 		e.enqueue(&Record{Type: RecFailed, Saga: s.id, Step: sp.n, Code: "NOT_APPLIED", Message: "halted before the effect: not applied"})
+		// Done only now: the halt's SAFE records, which wait for every
+		// step in flight, must follow this outcome in the journal (replay
+		// takes a FAILED step's actuator back to its prior).
+		e.inflight.Done()
 		s.busy = false
 		rep := e.closeHaltedLocked(s)
 		e.mu.Unlock()

@@ -1,0 +1,220 @@
+package rollback
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// blockingJournal holds every Sync until released, so a test can act while
+// an intent is being made durable.
+type blockingJournal struct {
+	*memJournal
+	entered chan struct{} // one value per Sync entered
+	release chan struct{}
+}
+
+func (j *blockingJournal) Sync() error {
+	j.entered <- struct{}{}
+	<-j.release
+	return j.memJournal.Sync()
+}
+
+func halts(recs []Record) []string {
+	var out []string
+	for _, r := range recs {
+		if r.Type == RecHalt {
+			out = append(out, r.Message)
+		}
+	}
+	return out
+}
+
+// A halt latched while a step's intent is being fsynced wins: the effect
+// never fires and the intent is closed as not applied (the race the issue
+// names: the latch was checked only before the intent).
+func TestHaltDuringIntentFsyncWins(t *testing.T) {
+	bj := &blockingJournal{memJournal: &memJournal{}, entered: make(chan struct{}, 16), release: make(chan struct{})}
+	r := newRig(t, func(c *Config) { c.Journal = bj })
+	r.j = bj.memJournal
+	saga, err := r.e.Begin(r.owner) // Begin does not sync
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err := r.e.Step(saga, r.owner, Command{ID: "1", Actuator: "elbow", Value: 60})
+		done <- result{err}
+	}()
+	<-bj.entered // the intent's fsync is in progress
+	gen := r.e.Latch("e-stop during the fsync")
+	if gen == 0 {
+		t.Fatal("Latch returned generation 0")
+	}
+	close(bj.release) // every later Sync passes at once
+	go func() {
+		for range bj.entered {
+		}
+	}()
+	res := <-done
+	if CodeOf(res.err) != CodeHalted {
+		t.Fatalf("step during a halt: %v, want HALTED", res.err)
+	}
+	for _, c := range r.w.setCalls() {
+		if c.Actuator == "elbow" && c.Value == 60 {
+			t.Fatalf("the effect fired after the halt latched: %+v", r.w.setCalls())
+		}
+	}
+	r.e.WaitHalts()
+	var notApplied, haltRec bool
+	for _, rec := range r.j.all() {
+		if rec.Type == RecFailed && rec.Saga == saga && rec.Step == 1 && rec.Code == "NOT_APPLIED" {
+			notApplied = true
+		}
+		if rec.Type == RecHalt {
+			haltRec = true
+		}
+	}
+	if !notApplied || !haltRec {
+		t.Fatalf("journal lacks FAILED NOT_APPLIED (%v) or HALT (%v): %+v", notApplied, haltRec, r.j.all())
+	}
+	// The halt sent elbow to its safe value 0; the step's 60 never happened.
+	if v, _ := r.e.Commanded("elbow"); v != 0 || r.w.value["elbow"] != 0 {
+		t.Fatalf("elbow commanded %v, world %v; want the safe value 0", v, r.w.value["elbow"])
+	}
+	// Replayed, the journal says the same.
+	next := newRig(t, nil)
+	r.j.Sync()
+	r.j.replayInto(t, next.e, len(r.j.all()))
+	if v, _ := next.e.Commanded("elbow"); v != 0 {
+		t.Fatalf("replayed elbow commanded %v, want the safe value 0", v)
+	}
+	if h, _ := next.e.Halted(); !h {
+		t.Fatal("replay lost the halt")
+	}
+}
+
+// Latch never waits on the engine's lock, which an unwind or a journal
+// wait may hold: it must return while the lock is held, and the gate
+// refuses from that instant.
+func TestLatchDoesNotWaitOnTheEngine(t *testing.T) {
+	r := newRig(t, nil)
+	saga := r.begin(t)
+	r.e.mu.Lock()
+	latched := make(chan struct{})
+	go func() {
+		r.e.Latch("operator")
+		close(latched)
+	}()
+	select {
+	case <-latched:
+	case <-time.After(10 * time.Second): // a deadlock check, not a speed check
+		r.e.mu.Unlock()
+		t.Fatal("Latch waited on the engine's lock")
+	}
+	if h, why := r.e.Halted(); !h || why != "operator" {
+		t.Fatalf("Halted() = %v %q with the engine locked", h, why)
+	}
+	r.e.mu.Unlock()
+	if _, err := r.e.Step(saga, r.owner, Command{ID: "1", Actuator: "elbow", Value: 30}); CodeOf(err) != CodeHalted {
+		t.Fatalf("step after the latch: %v", err)
+	}
+	r.e.WaitHalts()
+}
+
+// Reset clears only the halts it saw: one latched while the reset was
+// being decided stays latched.
+func TestResetKeepsAHaltThatArrivedMidReset(t *testing.T) {
+	r := newRig(t, nil)
+	r.e.Halt("first")
+	gen := r.e.HaltGen() // the operator's side checked readiness at this generation
+	r.e.Latch("second, mid-reset")
+	if err := r.e.Reset("operator", gen); CodeOf(err) != CodeHalted {
+		t.Fatalf("reset with a newer halt latched: %v, want HALTED", err)
+	}
+	if h, _ := r.e.Halted(); !h {
+		t.Fatal("the halt that arrived mid-reset was cleared")
+	}
+	if err := r.e.Reset("operator", r.e.HaltGen()); err != nil {
+		t.Fatalf("second reset: %v", err)
+	}
+	if h, _ := r.e.Halted(); h {
+		t.Fatal("still halted after a reset that saw every halt")
+	}
+	// Replay agrees: the journal orders HALT, HALT, RESET(s) so the
+	// replayed engine is not halted.
+	r.e.WaitHalts()
+	r.j.Sync()
+	next := newRig(t, nil)
+	r.j.replayInto(t, next.e, len(r.j.all()))
+	if h, _ := next.e.Halted(); h {
+		t.Fatal("replay is halted after the final reset")
+	}
+}
+
+// Every halt is journaled, a second one while halted included; a flood of
+// halts is journaled with bounded memory, as a count.
+func TestEveryHaltIsJournaled(t *testing.T) {
+	r := newRig(t, nil)
+	r.e.Halt("one")
+	r.e.Halt("two, while halted")
+	r.e.WaitHalts()
+	if got := halts(r.j.all()); len(got) != 2 || got[0] != "one" || got[1] != "two, while halted" {
+		t.Fatalf("HALT records %q, want both", got)
+	}
+
+	f := newRig(t, nil)
+	var wg sync.WaitGroup
+	const n = 2000
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < n/4; j++ {
+				f.e.Latch("flood")
+			}
+		}()
+	}
+	wg.Wait()
+	f.e.WaitHalts()
+	total := 0
+	for _, m := range halts(f.j.all()) {
+		if m == "flood" {
+			total++
+			continue
+		}
+		var k int
+		if _, err := fmtSscanf(m, &k); err != nil {
+			t.Fatalf("unexpected HALT record %q", m)
+		}
+		total += k
+	}
+	if total != n || f.e.HaltGen() != n {
+		t.Fatalf("journal accounts for %d halts, generation %d; want %d", total, f.e.HaltGen(), n)
+	}
+	if recs := len(halts(f.j.all())); recs > n/2 {
+		t.Fatalf("%d HALT records for %d halts: the flood was not aggregated", recs, n)
+	}
+}
+
+func fmtSscanf(m string, k *int) (int, error) {
+	i := strings.Index(m, " further halts")
+	if i < 0 {
+		return 0, errNotCount
+	}
+	var n int
+	for _, c := range m[:i] {
+		if c < '0' || c > '9' {
+			return 0, errNotCount
+		}
+		n = n*10 + int(c-'0')
+	}
+	*k = n
+	return 1, nil
+}
+
+var errNotCount = &Error{Code: CodeBadRequest, Message: "not a count record"}
