@@ -15,6 +15,9 @@ const (
 	CodeNotReady        = "NOT_READY"         // the supervisor is starting, recovering or a supply is unknown
 	CodeUnauthorized    = "UNAUTHORIZED"      // reset with a wrong token
 	CodeInternal        = "INTERNAL"          // a bug: an error without a code
+	CodeRateLimited     = "RATE_LIMITED"      // the agent is over its request rate
+	CodeBusy            = "BUSY"              // the agent's queue of waiting requests is full
+	CodeTooManyAgents   = "TOO_MANY_AGENTS"   // the supervisor serves as many agents as it allows
 )
 
 // CodeInfo documents one wire code for the agents that receive it.
@@ -32,6 +35,11 @@ var Codes = []CodeInfo{
 	{CodeBadRequest, "The request is not a valid v1 request: not one JSON object, an unknown, duplicate, missing or mistyped field, a bad name, an unknown op. The message names the field.", "Do not resend it: fix the request. Nothing moved."},
 	{CodePayloadTooLarge, "The payload is over the size limit (8192 bytes by default). It was not read, so the reply goes to the events topic without an id.", "Do not resend it: shorten the request. Nothing moved."},
 	{CodeNotFinite, "The value is NaN or infinite, or a number too large for a 64-bit float (1e400).", "Do not resend it: send a finite value. Nothing moved."},
+
+	// The agent's lane (each agent has its own queue and rate limit).
+	{CodeRateLimited, "The agent sent requests faster than its rate limit (200/s, bursts of 50 by default). This request was not served; nothing moved.", "Slow down; resend with a new id after a pause. Other agents are not affected."},
+	{CodeBusy, "The agent has as many requests waiting as its queue holds (32 by default). This request was not served; nothing moved.", "Wait for replies to the requests already sent, then resend with a new id."},
+	{CodeTooManyAgents, "The supervisor serves as many agents at once as it allows (16 by default), and none has been idle long enough to give way.", "Retry later, backing off."},
 
 	// The supervisor's state.
 	{CodeNotReady, "The supervisor is not ready: starting, recovering the journal, or a supply or actuator failed its check.", "Wait until the status topic says ready, then send a new request."},
@@ -51,6 +59,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeSagaNotOwner), "The saga belongs to another agent, lease or epoch.", "Use a saga begun under your current lease."},
 	{string(rollback.CodeSagaBusy), "A step of this saga is still in flight.", "Wait for its reply, then send the next step. Send steps one at a time."},
 	{string(rollback.CodeSagaFull), "The saga has carried the maximum number of commands (10000 by default).", "Commit or abort it and begin another."},
+	{string(rollback.CodeTooManySagas), "The lease holds as many open sagas as it may (8 by default).", "Commit or abort an open saga, then begin again."},
 	{string(rollback.CodeDuplicateID), "This command id was already seen under this lease or saga (a QoS 1 redelivery, or a reused id). This message moved nothing.", "Use a new id for every command, even after a refusal."},
 
 	// The step's gate.

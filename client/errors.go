@@ -31,6 +31,11 @@ var (
 	ErrNotReady = errors.New("client: supervisor not ready")
 	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
 	ErrUnauthorized = errors.New("client: unauthorized")
+	// ErrBackOff: the request was not served because this agent is over
+	// its rate (RATE_LIMITED) or queue (BUSY), or the supervisor serves as
+	// many agents as it may (TOO_MANY_AGENTS). Nothing moved; pause, then
+	// resend with a new id.
+	ErrBackOff = errors.New("client: back off")
 )
 
 // Error is a refusal or failure sent back by the supervisor (or, for
@@ -89,6 +94,10 @@ var codeClass = map[string]class{
 	"SAGA_NOT_OWNER":    {refusal: true},
 	"SAGA_BUSY":         {refusal: true},
 	"SAGA_FULL":         {refusal: true},
+	"TOO_MANY_SAGAS":    {refusal: true},
+	"RATE_LIMITED":      {refusal: true, sentinel: ErrBackOff},
+	"BUSY":              {refusal: true, sentinel: ErrBackOff},
+	"TOO_MANY_AGENTS":   {refusal: true, sentinel: ErrBackOff},
 	"DUPLICATE_ID":      {refusal: true},
 	"DEADLINE_PASSED":   {refusal: true},
 	"ACTUATOR_UNKNOWN":  {refusal: true},

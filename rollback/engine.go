@@ -97,7 +97,10 @@ type Config struct {
 	// carry, so a saga's memory — its steps and seen command ids — stays
 	// bounded however long an agent streams. Default DefaultMaxSagaCommands.
 	MaxSagaCommands int
-	Logger          *slog.Logger // nil: discard
+	// MaxSagasPerLease bounds the sagas one owner (agent, lease, epoch) may
+	// hold open at once. Default DefaultMaxSagasPerLease.
+	MaxSagasPerLease int
+	Logger           *slog.Logger // nil: discard
 	// OnHalt receives, after each halt the engine's halt goroutine applied
 	// (see Latch), the reports of the sagas it ended and the safe-policy
 	// errors. It runs on that goroutine: it must not call Halt.
@@ -108,6 +111,12 @@ type Config struct {
 // thousand steps is minutes of streaming at a control rate, far more than
 // any sequence a person wants unwound in one piece.
 const DefaultMaxSagaCommands = 10000
+
+// DefaultMaxSagasPerLease is the default Config.MaxSagasPerLease: a
+// controller rarely needs more than one or two sagas open (an arm and a
+// base moving independently); eight leaves room without letting one agent
+// hold every actuator in sagas it never closes.
+const DefaultMaxSagasPerLease = 8
 
 // Owner identifies who acts in a saga. Lease and epoch are checked by the
 // supervisor; the engine records them and refuses another owner's commands.
@@ -222,6 +231,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxSagaCommands <= 0 {
 		cfg.MaxSagaCommands = DefaultMaxSagaCommands
 	}
+	if cfg.MaxSagasPerLease <= 0 {
+		cfg.MaxSagasPerLease = DefaultMaxSagasPerLease
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -289,7 +301,9 @@ func (e *Engine) failLocked(err error) {
 	e.Latch("journal failed") // applied by the halt goroutine: the caller holds mu
 }
 
-// Begin opens a saga for owner.
+// Begin opens a saga for owner. It returns once the BEGIN record is
+// durable, so a saga id an agent has been told of is never handed out
+// again, even after a crash.
 func (e *Engine) Begin(owner Owner) (uint64, error) {
 	if owner.Agent == "" {
 		return 0, refusal(CodeBadRequest, "begin without an agent")
@@ -299,13 +313,23 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 	if err := e.gateGlobal(); err != nil {
 		return 0, err
 	}
+	open := 0
+	for _, s := range e.sagas {
+		if s.owner == owner {
+			open++
+		}
+	}
+	if open >= e.cfg.MaxSagasPerLease {
+		return 0, refusal(CodeTooManySagas, "%d sagas are open under this lease: commit or abort one first", open)
+	}
 	s := &saga{id: e.nextSaga, owner: owner, ids: make(map[string]struct{})}
 	e.nextSaga++
-	if _, err := e.enqueue(&Record{Type: RecBegin, Saga: s.id, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch}); err != nil {
+	e.sagas[s.id] = s // registered before the sync: another Begin counts it
+	e.maxEpoch = max(e.maxEpoch, owner.Epoch)
+	if err := e.journal(&Record{Type: RecBegin, Saga: s.id, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch}); err != nil {
+		delete(e.sagas, s.id)
 		return 0, refusal(CodeJournalFailed, "%v", err)
 	}
-	e.sagas[s.id] = s
-	e.maxEpoch = max(e.maxEpoch, owner.Epoch)
 	return s.id, nil
 }
 

@@ -20,6 +20,7 @@ const (
 	CodeSagaNotOwner    Code = "SAGA_NOT_OWNER"   // the saga belongs to another agent or lease
 	CodeSagaBusy        Code = "SAGA_BUSY"        // a step of this saga is already in flight
 	CodeSagaFull        Code = "SAGA_FULL"        // the saga has carried Config.MaxSagaCommands commands
+	CodeTooManySagas    Code = "TOO_MANY_SAGAS"   // the owner holds Config.MaxSagasPerLease open sagas
 	CodeActuatorUnknown Code = "ACTUATOR_UNKNOWN" // no actuator by that name
 	CodeActuatorBusy    Code = "ACTUATOR_BUSY"    // held by another open saga
 	CodeDeadlinePassed  Code = "DEADLINE_PASSED"  // the command's deadline passed before the gate

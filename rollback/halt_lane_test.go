@@ -3,6 +3,7 @@ package rollback
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -11,13 +12,16 @@ import (
 // an intent is being made durable.
 type blockingJournal struct {
 	*memJournal
-	entered chan struct{} // one value per Sync entered
+	armed   atomic.Bool   // Syncs block only once armed
+	entered chan struct{} // one value per blocked Sync entered
 	release chan struct{}
 }
 
 func (j *blockingJournal) Sync() error {
-	j.entered <- struct{}{}
-	<-j.release
+	if j.armed.Load() {
+		j.entered <- struct{}{}
+		<-j.release
+	}
 	return j.memJournal.Sync()
 }
 
@@ -38,10 +42,11 @@ func TestHaltDuringIntentFsyncWins(t *testing.T) {
 	bj := &blockingJournal{memJournal: &memJournal{}, entered: make(chan struct{}, 16), release: make(chan struct{})}
 	r := newRig(t, func(c *Config) { c.Journal = bj })
 	r.j = bj.memJournal
-	saga, err := r.e.Begin(r.owner) // Begin does not sync
+	saga, err := r.e.Begin(r.owner)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bj.armed.Store(true)
 	type result struct {
 		err error
 	}

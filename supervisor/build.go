@@ -180,6 +180,7 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		WAL:        cfg.Journal.WALOptions(),
 		Engine:     cfg.RollbackConfig(),
 		Leases:     lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
+		Ingress:    cfg.Agents.IngressOptions(),
 		ResetToken: cfg.HTTP.ResetToken.Reveal(),
 		Logger:     lg,
 		Inputs:     inputs,

@@ -3,18 +3,70 @@ package supervisor
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 )
 
-// Handle answers one request of MQTT API v1 (it implements mqtt.Handler).
-// Every refusal carries a stable code, is journaled, and moves nothing.
+// Submit takes one request from a transport (transport/mqtt's Handler):
+// it goes to the agent's lane (package ingress), which serves it in order
+// behind the agent's earlier requests, refuses it when the agent is over
+// its rate or queue, or — a halt — latches the halt at once. It never
+// blocks.
+func (s *Supervisor) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+	s.lanes.Submit(agent, req, derr, received, reply)
+}
+
+// laneHandler is what the lanes call.
+type laneHandler struct{ s *Supervisor }
+
+func (h laneHandler) Handle(req api.Request, received time.Time) api.Reply {
+	return h.s.Handle(req, received)
+}
+
+func (h laneHandler) Halt(req api.Request) {
+	h.s.Halt("agent "+req.Agent, req.Reason)
+	h.s.metrics.command(string(api.OpHalt), true, "")
+}
+
+// Refusals journals the refusals the lanes decided, and the requests the
+// transport could not decode, in aggregate: one REFUSED record per agent
+// and code per interval, its message giving the count.
+func (h laneHandler) Refusals(ts []ingress.Tally) {
+	for _, t := range ts {
+		h.s.metrics.commandN(opOf(t.Code), false, t.Code, float64(t.Count))
+		h.s.engine.RecordRefusal(0, rollback.Owner{Agent: t.Agent}, rollback.Command{}, rollback.Code(t.Code),
+			fmt.Sprintf("%d requests refused with %s since the last count", t.Count, t.Code))
+	}
+}
+
+// opOf labels the metric of refusals counted in aggregate: the lanes do
+// not keep each request's op.
+func opOf(code string) string {
+	switch code {
+	case api.CodeRateLimited, api.CodeBusy, api.CodeTooManyAgents:
+		return opLane
+	}
+	return opInvalid
+}
+
+// Handle answers one request of API v1, on the agent's lane (or at once,
+// for a heartbeat). Every refusal carries a stable code, is journaled, and
+// moves nothing.
 func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 	rep, journaled := s.handle(req, received)
 	if !rep.OK && !journaled {
+		if req.Op == api.OpHeartbeat {
+			// Counted, not journaled one by one: a heartbeat is served on
+			// the transport's goroutine, which must not wait on the
+			// engine.
+			s.metrics.command(string(req.Op), false, rep.Code)
+			return rep
+		}
 		s.RecordRefusal(req, rep.Code, rep.Message)
 	}
 	s.metrics.command(string(req.Op), rep.OK, rep.Code)
@@ -36,16 +88,15 @@ func (s *Supervisor) RecordRefusal(req api.Request, code, msg string) {
 		rollback.Code(code), string(req.Op)+": "+msg)
 }
 
-// Refused journals a request the decoder refused (mqtt.Handler).
-func (s *Supervisor) Refused(req api.Request, err *api.Error) {
-	s.metrics.command(opInvalid, false, err.Code)
-	s.engine.RecordRefusal(0, rollback.Owner{Agent: req.Agent}, rollback.Command{ID: req.ID}, rollback.Code(err.Code), err.Message)
-}
-
 // AgentGone ends the lease of an agent whose MQTT will arrived
-// (mqtt.Handler): its sagas are unwound at once, not at lease expiry.
+// (transport/mqtt's Handler): its sagas are unwound at once, not at lease
+// expiry — on a goroutine of its own, never on the transport's.
 func (s *Supervisor) AgentGone(agent string) {
-	s.leases.EndAgent(agent, lease.ReasonWill)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.leases.EndAgent(agent, lease.ReasonWill)
+	}()
 }
 
 func leaseReply(id string, err error) api.Reply {

@@ -25,6 +25,10 @@ const (
 // to be one of ours, and label values must stay a small fixed set.
 const opInvalid = "invalid"
 
+// opLane labels requests the per-agent lanes refused (RATE_LIMITED, BUSY,
+// TOO_MANY_AGENTS) before they were served: counted in aggregate, by code.
+const opLane = "lane"
+
 // labelOther stands for a label value outside the documented set, so that
 // cardinality stays bounded whatever a caller passes.
 const labelOther = "other"
@@ -33,7 +37,7 @@ var (
 	knownOps = []string{
 		string(api.OpHello), string(api.OpHeartbeat), string(api.OpBegin), string(api.OpStep),
 		string(api.OpCommit), string(api.OpAbort), string(api.OpBye), string(api.OpHalt),
-		string(api.OpReset), string(api.OpStatus), opInvalid,
+		string(api.OpReset), string(api.OpStatus), opInvalid, opLane,
 	}
 	leaseReasons = []string{lease.ReasonExpired, lease.ReasonBye, lease.ReasonWill, lease.ReasonSuperseded, lease.ReasonShutdown, labelOther}
 	buckets      = []rollback.Bucket{rollback.Compensated, rollback.FallbackSafe, rollback.CompensationFailed, rollback.Orphaned, rollback.Unresolved}
@@ -193,21 +197,25 @@ func (o *journalObserver) ObserveBatch(records, bytes int, took time.Duration) {
 
 // command counts one handled command. op is an MQTT op (or opInvalid);
 // code is the refusal or failure code when !ok.
-func (m *metrics) command(op string, ok bool, code string) {
+func (m *metrics) command(op string, ok bool, code string) { m.commandN(op, ok, code, 1) }
+
+// commandN counts n commands of one op and outcome at once (refusals
+// reported in aggregate).
+func (m *metrics) commandN(op string, ok bool, code string, n float64) {
 	if !validOp(op) {
 		op = opInvalid
 	}
 	switch {
 	case ok:
-		m.commands.WithLabelValues(op, resultOK).Inc()
+		m.commands.WithLabelValues(op, resultOK).Add(n)
 	case failureCode(code):
-		m.commands.WithLabelValues(op, resultFailed).Inc()
+		m.commands.WithLabelValues(op, resultFailed).Add(n)
 	default:
-		m.commands.WithLabelValues(op, resultRefused).Inc()
+		m.commands.WithLabelValues(op, resultRefused).Add(n)
 		if _, listed := api.Lookup(code); !listed {
 			code = labelOther
 		}
-		m.refusals.WithLabelValues(code).Inc()
+		m.refusals.WithLabelValues(code).Add(n)
 	}
 }
 

@@ -138,7 +138,8 @@ func TestMetricsFollowCommands(t *testing.T) {
 	// The agent leaves: its open saga is unwound (one step, clean). A
 	// request the decoder refused is counted too, with op "invalid".
 	a.must(api.Request{Op: api.OpBye})
-	sup.Refused(api.Request{Agent: "fuzzer"}, &api.Error{Code: api.CodeBadRequest, Message: "not JSON"})
+	sup.Submit("fuzzer", api.Request{Agent: "fuzzer"}, &api.Error{Code: api.CodeBadRequest, Message: "not JSON"}, time.Now(), func(api.Reply) {})
+	supervisor.FlushLanes(sup) // counted in aggregate
 	// A second hello from another agent supersedes nothing; a second one
 	// from the same agent supersedes its first lease.
 	b := &sender{t: t, sup: sup, agent: "ops"}

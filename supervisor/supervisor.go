@@ -16,6 +16,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
@@ -46,6 +47,8 @@ type Options struct {
 	// Inputs are safety inputs (an e-stop, a controller board's link):
 	// each one not ready makes the supervisor not ready.
 	Inputs []Input
+	// Ingress configures the per-agent lanes (queue, rate, caps).
+	Ingress ingress.Options
 	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
 	// triggered before New halts before crash recovery moves anything.
 	HaltLine *HaltLine
@@ -71,6 +74,8 @@ type Supervisor struct {
 	reg      *actuators.Registry
 	supplies *Supplies
 	leases   *lease.Manager
+	lanes    *ingress.Lanes
+	bg       sync.WaitGroup // unwinds started off the ingress path (wills)
 	replayed uint64
 	tailCut  string
 	metrics  *metrics
@@ -91,8 +96,8 @@ type Supervisor struct {
 	// refreshDue asks the poll goroutine to refresh readiness and status
 	// now (after a halt).
 	refreshDue chan struct{}
-	closeErr  error
-	once      sync.Once
+	closeErr   error
+	once       sync.Once
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -157,6 +162,12 @@ func New(opt Options) (*Supervisor, error) {
 	lo.FirstEpoch = s.engine.MaxEpoch()
 	lo.OnEnd = s.leaseEnded
 	if s.leases, err = lease.New(lo); err != nil {
+		res.Close()
+		m.unregister()
+		return nil, err
+	}
+	if s.lanes, err = ingress.New(opt.Ingress, laneHandler{s}); err != nil {
+		s.leases.Close()
 		res.Close()
 		m.unregister()
 		return nil, err
@@ -397,6 +408,8 @@ func (s *Supervisor) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.stopped
+		s.lanes.Close() // what agents queued is answered first
+		s.bg.Wait()
 		s.leases.Close()
 		s.engine.WaitHalts() // the halt goroutine writes to the journal closed below
 		for _, rep := range s.engine.AbortAll("supervisor stopping") {

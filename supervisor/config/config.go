@@ -11,6 +11,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
@@ -45,6 +46,7 @@ type Config struct {
 	Journal   Journal             `yaml:"journal"`
 	Unwind    Unwind              `yaml:"unwind"`
 	Leases    Leases              `yaml:"leases"`
+	Agents    Agents              `yaml:"agents"`
 	MQTT      MQTT                `yaml:"mqtt"`
 	HTTP      HTTP                `yaml:"http"`
 	Sim       Sim                 `yaml:"sim"`
@@ -89,6 +91,22 @@ type Leases struct {
 	DefaultTTL time.Duration `yaml:"default_ttl"` // granted when an agent asks for none; default 1s
 	MinTTL     time.Duration `yaml:"min_ttl"`     // default 50ms
 	MaxTTL     time.Duration `yaml:"max_ttl"`     // default 60s
+}
+
+// Agents bounds what each controller may ask of the supervisor. Every
+// agent has its own lane (a queue and a rate limit), so one agent over its
+// bounds is refused (RATE_LIMITED, BUSY) without delaying any other.
+type Agents struct {
+	Max      int     `yaml:"max"`       // agents served at once; default 16
+	Queue    int     `yaml:"queue"`     // requests waiting per agent; default 32
+	Rate     float64 `yaml:"rate"`      // requests admitted per second per agent; default 200
+	Burst    int     `yaml:"burst"`     // requests admitted at once after a pause; default 50
+	MaxSagas int     `yaml:"max_sagas"` // open sagas per lease; default 8
+}
+
+// IngressOptions returns the lanes' options.
+func (a Agents) IngressOptions() ingress.Options {
+	return ingress.Options{MaxAgents: a.Max, QueueLen: a.Queue, Rate: a.Rate, Burst: a.Burst}
 }
 
 // MQTT configures the command API's broker connection.
@@ -407,6 +425,7 @@ func (c *Config) RollbackConfig() rollback.Config {
 		Retries:               c.Unwind.Retries,
 		RetryBackoff:          c.Unwind.RetryBackoff,
 		MaxSagaCommands:       c.Unwind.MaxSagaCommands,
+		MaxSagasPerLease:      c.Agents.MaxSagas,
 	}
 }
 

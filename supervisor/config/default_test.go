@@ -101,6 +101,7 @@ func TestDefault(t *testing.T) {
 	wantEngine := rollback.Config{
 		Durability: rollback.EveryStep, Order: rollback.Retrace, OnCompensationFailure: rollback.HaltOnFailure,
 		Retries: 2, RetryBackoff: 10 * time.Millisecond, MaxSagaCommands: rollback.DefaultMaxSagaCommands,
+		MaxSagasPerLease: rollback.DefaultMaxSagasPerLease,
 	}
 	if got := c.RollbackConfig(); !reflect.DeepEqual(got, wantEngine) {
 		t.Errorf("RollbackConfig %+v, want %+v", got, wantEngine)

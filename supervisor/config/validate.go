@@ -16,6 +16,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
@@ -93,6 +94,8 @@ func defaults() *Config {
 			MaxSagaCommands:       rollback.DefaultMaxSagaCommands,
 		},
 		Leases: Leases{DefaultTTL: time.Second, MinTTL: MinLeaseTTL, MaxTTL: MaxLeaseTTL},
+		Agents: Agents{Max: ingress.DefaultMaxAgents, Queue: ingress.DefaultQueueLen, Rate: ingress.DefaultRate,
+			Burst: ingress.DefaultBurst, MaxSagas: rollback.DefaultMaxSagasPerLease},
 		MQTT: MQTT{
 			Broker:     brokerEmbedded,
 			Listen:     "127.0.0.1:1883",
@@ -170,6 +173,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateJournal(c.Journal)
 	d.validateUnwind(c.Unwind)
 	d.validateLeases(c.Leases)
+	d.validateAgents(c.Agents)
 	d.validateMQTT(c.MQTT)
 	d.validateHTTP(c.HTTP)
 	for _, name := range c.SupplyNames() {
@@ -232,6 +236,29 @@ func (d *decoder) validateUnwind(u Unwind) {
 	}
 	if n := u.MaxSagaCommands; d.ok("unwind.max_saga_commands") && (n < 1 || n > maxSagaCommands) {
 		d.errorf("unwind.max_saga_commands", "%d is outside 1..%d", n, maxSagaCommands)
+	}
+}
+
+// Bounds of agents: settings. Above them a Pi would be promising what it
+// cannot keep (a lane's queue and its replies are memory; a rate is CPU).
+const (
+	maxAgents       = 1024
+	maxAgentQueue   = 4096
+	maxAgentRate    = 100000
+	maxAgentSagas   = 1024
+	maxAgentBurstTo = 100000
+)
+
+func (d *decoder) validateAgents(a Agents) {
+	for _, f := range []struct {
+		key    string
+		v, max float64
+	}{{"max", float64(a.Max), maxAgents}, {"queue", float64(a.Queue), maxAgentQueue}, {"rate", a.Rate, maxAgentRate},
+		{"burst", float64(a.Burst), maxAgentBurstTo}, {"max_sagas", float64(a.MaxSagas), maxAgentSagas}} {
+		p := "agents." + f.key
+		if d.ok(p) && !(f.v >= 1 && f.v <= f.max) { // also refuses NaN
+			d.errorf(p, "%v is outside 1..%v", f.v, f.max)
+		}
 	}
 }
 

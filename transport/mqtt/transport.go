@@ -9,21 +9,23 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
-// Handler serves the requests a Transport receives; the supervisor
-// implements it. Calls come from one goroutine, in arrival order.
+// Handler takes the requests a Transport receives; the supervisor
+// implements it (through its per-agent lanes).
 type Handler interface {
-	// Handle answers a decoded request received at the given time.
-	Handle(req api.Request, received time.Time) api.Reply
-	// Refused is told of a request the decoder refused, so that it can be
-	// journaled; req holds whatever id and agent could be salvaged.
-	Refused(req api.Request, err *api.Error)
+	// Submit takes one request from agent, received at the given time, or
+	// — derr not nil — one that could not be decoded (req then holds the id
+	// and agent that could be salvaged). It must not block: it is called on
+	// the MQTT client's goroutine. reply is called once, now or later, with
+	// the answer; replies to one agent are called in request order.
+	Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply))
 	// AgentGone is told that an agent's MQTT last will arrived: the agent's
-	// connection died without a clean bye.
+	// connection died without a clean bye. It must not block.
 	AgentGone(agent string)
 }
 
@@ -36,34 +38,40 @@ type TransportOptions struct {
 	TLS        *tls.Config // nil: none
 	Topics     Topics
 	MaxPayload int          // requests over this are refused (PAYLOAD_TOO_LARGE)
-	QueueLen   int          // messages waiting for the handler; default 1024
+	QueueLen   int          // messages waiting to be published; default 4096
 	Logger     *slog.Logger // nil: discard
 }
 
-type inbound struct {
+// outbound is one message waiting to be published.
+type outbound struct {
 	topic    string
+	retained bool
 	payload  []byte
-	received time.Time
 }
 
 // Transport is the supervisor's MQTT client: a persistent session, a last
 // will of "offline" on the retained status topic, subscriptions renewed on
-// every (re)connect, and message handlers that never block — messages are
-// queued for one worker goroutine, which calls the Handler and publishes
-// the reply.
+// every (re)connect, and a message handler that never blocks. Each message
+// is routed and decoded on the client's goroutine, in arrival order, and
+// handed to the Handler, whose per-agent lanes decide when it is served (a
+// halt is latched right there). Replies and events are published by one
+// goroutine of the transport's own, through a bounded queue, so that no
+// Handler call ever waits on the broker.
 type Transport struct {
 	opt        TransportOptions
 	h          Handler
 	log        *slog.Logger
 	client     paho.Client
-	q          chan inbound
+	out        chan outbound
 	done       chan struct{}
+	dropped    atomic.Uint64 // messages not published: the queue was full
 	once       sync.Once
 	subscribed chan struct{} // closed after the first successful subscription
 	subOnce    sync.Once
 	mu         sync.Mutex
 	retained   map[string][]byte // last retained payload per topic (status, state/*), republished on every connect
-	closed     bool              // q is closed: late messages from paho are dropped
+	order      []string          // retained topics in the order first published
+	closed     bool              // out is closed: late messages are dropped
 }
 
 // StartTransport connects and starts serving requests. If the broker is not
@@ -74,7 +82,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		return nil, err
 	}
 	if opt.QueueLen <= 0 {
-		opt.QueueLen = 1024
+		opt.QueueLen = 4096
 	}
 	if opt.MaxPayload <= 0 {
 		opt.MaxPayload = api.DefaultMaxRequestBytes
@@ -83,8 +91,9 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{opt: opt, h: h, log: lg, q: make(chan inbound, opt.QueueLen), done: make(chan struct{}),
-		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})}}
+	t := &Transport{opt: opt, h: h, log: lg, out: make(chan outbound, opt.QueueLen), done: make(chan struct{}),
+		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
+		order: []string{opt.Topics.Status()}}
 	co := paho.NewClientOptions().
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
@@ -93,7 +102,9 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		// against its lease and deadline, so nothing stale acts.
 		SetCleanSession(false).
 		SetStore(newCopyingStore()).
-		SetOrderMatters(false).
+		// In order, on the client's goroutine: replies to an agent must
+		// leave in request order, and the handler never blocks.
+		SetOrderMatters(true).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).
 		SetConnectRetryInterval(500*time.Millisecond).
@@ -109,7 +120,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		co.SetTLSConfig(opt.TLS)
 	}
 	t.client = paho.NewClient(co)
-	go t.work()
+	go t.publisher()
 	tok := t.client.Connect()
 	// With ConnectRetry the token completes only once connected; the
 	// daemon must come up without the broker, so do not wait long.
@@ -118,8 +129,9 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		t.client.Disconnect(0)
 		t.mu.Lock()
 		t.closed = true
-		close(t.q)
+		close(t.out)
 		t.mu.Unlock()
+		<-t.done
 		return nil, fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
 	}
 	// Serve only once subscribed: a request sent the moment this returns
@@ -147,92 +159,107 @@ func (t *Transport) onConnect(c paho.Client) {
 	}
 	// Republish every retained message: the broker may have restarted
 	// without them, and nothing was published while the link was down.
+	// In the order they were first published: status first, then the
+	// actuators as the supervisor publishes them.
 	t.mu.Lock()
-	msgs := make(map[string][]byte, len(t.retained))
-	for topic, b := range t.retained {
-		msgs[topic] = b
+	msgs := make([]outbound, 0, len(t.order))
+	for _, topic := range t.order {
+		msgs = append(msgs, outbound{topic: topic, retained: true, payload: t.retained[topic]})
 	}
 	t.mu.Unlock()
-	for topic, b := range msgs {
-		c.Publish(topic, t.qos(topic, true), true, b)
+	for _, m := range msgs {
+		c.Publish(m.topic, t.qos(m.topic, true), true, m.payload)
 	}
 }
 
-// enqueue is paho's message handler: it must never block, or it stalls the
-// client's pings and can deadlock it.
+// enqueue is paho's message handler, called in arrival order on the
+// client's goroutine. It must never block, or it stalls the client's pings
+// and can deadlock it: it routes and decodes, and the Handler only queues
+// (or latches a halt).
 func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
-	if m.Retained() && !strings.HasPrefix(m.Topic(), t.opt.Topics.base()+"/will/") {
+	topic, received := m.Topic(), time.Now()
+	if m.Retained() && !strings.HasPrefix(topic, t.opt.Topics.base()+"/will/") {
 		// A retained command would be replayed to every new subscription,
 		// long after it was sent: never act on one.
-		t.log.Warn("mqtt: retained message on a command topic ignored", "topic", m.Topic())
+		t.log.Warn("mqtt: retained message on a command topic ignored", "topic", topic)
 		return
 	}
-	in := inbound{topic: m.Topic(), payload: m.Payload(), received: time.Now()}
+	if agent, ok := strings.CutPrefix(topic, strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")); ok {
+		if api.ValidName(agent) == nil {
+			t.h.AgentGone(agent)
+		}
+		return
+	}
+	req, derr := api.DecodeRequest(m.Payload(), t.opt.MaxPayload)
+	agent := req.Agent
+	if topicAgent, own := strings.CutPrefix(topic, t.opt.Topics.Cmd()+"/"); own {
+		if api.ValidName(topicAgent) != nil {
+			return // cannot be answered, and cannot be anyone's
+		}
+		if derr == nil && req.Agent != topicAgent {
+			derr = &api.Error{Code: api.CodeBadRequest, Field: "agent",
+				Message: fmt.Sprintf("agent %q does not match the topic %s: an agent speaks only for itself", req.Agent, topic)}
+			req = api.Request{ID: req.ID}
+		}
+		agent = topicAgent // the reply goes to whoever may write this topic
+		req.Agent = topicAgent
+	}
+	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep) })
+}
+
+// reply publishes rep to agent, or on the events topic when there is no
+// agent to address.
+func (t *Transport) reply(agent string, rep api.Reply) {
+	if api.ValidName(agent) == nil {
+		t.Publish(t.opt.Topics.Reply(agent), false, api.EncodeReply(rep))
+		return
+	}
+	t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(api.Event{Kind: api.EventReply, Reply: &rep}))
+}
+
+// publisher is the goroutine that hands queued messages to the client.
+func (t *Transport) publisher() {
+	defer close(t.done)
+	for m := range t.out {
+		if t.client.IsConnectionOpen() {
+			t.client.Publish(m.topic, t.qos(m.topic, m.retained), m.retained, m.payload)
+		}
+	}
+}
+
+// Publish queues a message for the transport's publisher goroutine and
+// returns at once; when the queue is full the message is dropped and
+// counted (Dropped). Nothing is handed to the client while the connection
+// is down: retained messages are kept and republished on the next connect;
+// others (replies, events) are dropped. Queueing QoS 1 publishes across a
+// reconnect is also what races inside paho v1.5.1's session resume
+// (eclipse-paho/paho.mqtt.golang#703).
+func (t *Transport) Publish(topic string, retained bool, payload []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if retained {
+		if _, ok := t.retained[topic]; !ok {
+			t.order = append(t.order, topic)
+		}
+		t.retained[topic] = payload
+	}
 	if t.closed {
 		return
 	}
 	select {
-	case t.q <- in:
+	case t.out <- outbound{topic: topic, retained: retained, payload: payload}:
 	default:
-		t.log.Error("mqtt inbound queue full: message dropped", "topic", in.topic)
-	}
-}
-
-func (t *Transport) work() {
-	defer close(t.done)
-	willPrefix := strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")
-	agentPrefix := t.opt.Topics.Cmd() + "/"
-	for in := range t.q {
-		if agent, ok := strings.CutPrefix(in.topic, willPrefix); ok {
-			if api.ValidName(agent) == nil {
-				t.h.AgentGone(agent)
-			}
-			continue
-		}
-		req, derr := api.DecodeRequest(in.payload, t.opt.MaxPayload)
-		if topicAgent, own := strings.CutPrefix(in.topic, agentPrefix); own {
-			if api.ValidName(topicAgent) != nil {
-				continue // cannot be answered, and cannot be anyone's
-			}
-			if derr == nil && req.Agent != topicAgent {
-				derr = &api.Error{Code: api.CodeBadRequest, Field: "agent",
-					Message: fmt.Sprintf("agent %q does not match the topic %s: an agent speaks only for itself", req.Agent, in.topic)}
-			}
-			req.Agent = topicAgent // the reply goes to whoever may write this topic
-		}
-		var rep api.Reply
-		if derr != nil {
-			t.h.Refused(req, derr)
-			rep = api.ErrorReply(req.ID, derr)
-		} else {
-			rep = t.h.Handle(req, in.received)
-		}
-		if api.ValidName(req.Agent) == nil {
-			t.Publish(t.opt.Topics.Reply(req.Agent), false, api.EncodeReply(rep))
-		} else {
-			// Nobody to address: the refusal goes to the events topic.
-			t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(api.Event{Kind: api.EventReply, Reply: &rep}))
+		// The broker is not taking messages as fast as they come; a
+		// retained one is kept above and republished on the next connect.
+		if n := t.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, ...
+			t.log.Error("mqtt: outgoing queue full: message dropped", "topic", topic, "dropped", n)
 		}
 	}
 }
 
-// Publish sends a message without waiting for the broker. Nothing is
-// queued while the connection is down: retained messages are kept and
-// republished on the next connect; others (events) are dropped. Queueing
-// QoS 1 publishes across a reconnect is also what races inside paho
-// v1.5.1's session resume (eclipse-paho/paho.mqtt.golang#703).
-func (t *Transport) Publish(topic string, retained bool, payload []byte) {
-	if retained {
-		t.mu.Lock()
-		t.retained[topic] = payload
-		t.mu.Unlock()
-	}
-	if t.client.IsConnectionOpen() {
-		t.client.Publish(topic, t.qos(topic, retained), retained, payload)
-	}
-}
+// Dropped is how many messages were not published because the outgoing
+// queue was full.
+func (t *Transport) Dropped() uint64 { return t.dropped.Load() }
 
 // qos is 1 for requests' replies, events and the status; retained
 // last-value messages (actuator state) go at QoS 0. They are republished on
@@ -280,12 +307,12 @@ func (t *Transport) Close() error {
 				err = errors.Join(errors.New("mqtt: offline status not confirmed"), tok.Error())
 			}
 		}
-		t.client.Disconnect(250)
 		t.mu.Lock()
 		t.closed = true
-		close(t.q)
+		close(t.out)
 		t.mu.Unlock()
-		<-t.done
+		<-t.done // what was queued is handed to the client before it disconnects
+		t.client.Disconnect(250)
 	})
 	return err
 }

@@ -1,0 +1,80 @@
+package ingress
+
+import "github.com/saga-supervisor/saga-supervisor/api"
+
+// replyCache remembers the replies to an agent's most recent requests, by
+// id, so that a replayed request gets the first reply and is not served
+// twice. It is a fixed ring: the oldest reply is forgotten first. A hello
+// that grants a new lease starts a new lease's memory: the replies of the
+// old lease are forgotten (ids are unique within a lease, and the engine
+// and lease manager refuse what an old lease sends).
+type replyCache struct {
+	ring  []cached
+	next  int
+	byID  map[string]int // index in ring
+	lease string         // the lease the cached replies belong to
+}
+
+type cached struct {
+	req api.Request
+	rep api.Reply
+}
+
+func newReplyCache(n int) replyCache {
+	return replyCache{ring: make([]cached, 0, n), byID: make(map[string]int, n)}
+}
+
+// lookup returns the reply to an earlier request with req's id. Only an
+// identical request is a replay; one reusing the id for anything else is
+// refused DUPLICATE_ID, since the id no longer names one request (and
+// answering it with the first reply would tell the agent that what it asked
+// now was done).
+func (c *replyCache) lookup(req api.Request) (api.Reply, seen) {
+	i, ok := c.byID[req.ID]
+	if !ok {
+		return api.Reply{}, unseen
+	}
+	e := c.ring[i]
+	if e.req != req {
+		return api.ErrorReply(req.ID, &api.Error{Code: codeDuplicateID,
+			Message: "id " + req.ID + " was already used for another " + string(e.req.Op) + " request under this lease; use a new id for every request"}), reused
+	}
+	return e.rep, replayed
+}
+
+// seen is what the cache knows of a request id.
+type seen uint8
+
+const (
+	unseen   seen = iota
+	replayed      // the same request again: its first reply
+	reused        // the id of another request: DUPLICATE_ID
+)
+
+// codeDuplicateID is the engine's code for a reused command id (the api
+// package lists it; it is not redeclared there).
+const codeDuplicateID = "DUPLICATE_ID"
+
+func (c *replyCache) store(req api.Request, rep api.Reply) {
+	if req.ID == "" || cap(c.ring) == 0 {
+		return
+	}
+	if req.Op == api.OpHello && rep.OK && rep.Lease != c.lease {
+		c.ring, c.next = c.ring[:0], 0
+		clear(c.byID)
+		c.lease = rep.Lease
+	}
+	if _, ok := c.byID[req.ID]; ok {
+		return
+	}
+	e := cached{req: req, rep: rep}
+	if len(c.ring) < cap(c.ring) {
+		c.byID[req.ID] = len(c.ring)
+		c.ring = append(c.ring, e)
+		return
+	}
+	delete(c.byID, c.ring[c.next].req.ID)
+	c.ring[c.next] = e
+	c.byID[req.ID] = c.next
+	c.next = (c.next + 1) % len(c.ring)
+}

@@ -1,0 +1,447 @@
+// Package ingress is the supervisor's front door, whatever the transport:
+// one lane per agent, so that no agent can starve another, and a halt that
+// never waits.
+//
+// Each agent has its own bounded queue, served by a goroutine of its own
+// (started when the agent has work, gone when it has none), and a token
+// bucket that bounds how fast its requests are admitted. An agent over its
+// rate is answered RATE_LIMITED and one whose queue is full BUSY; neither
+// delays or drops another agent's requests, since no queue and no worker
+// is shared. Replies to one agent leave in the order its requests arrived,
+// except for the two ops served the moment they arrive, ahead of anything
+// the agent has queued:
+//
+//   - halt: latched at once on the transport's goroutine (Handler.Halt must
+//     not block). A halt is never rate-limited, queued or refused, and it
+//     needs no lane, so neither a full queue nor the cap on agents can drop
+//     it.
+//   - heartbeat: renewing a lease is O(1) and does no I/O, and an agent
+//     whose own steps fill its queue must still be able to keep its lease.
+//
+// A halt is never de-duplicated: a replayed halt halts (and is journaled)
+// again, which can only make the robot safer.
+//
+// A request id seen before from the same agent gets the first reply again
+// and is not served twice (MQTT QoS 1 redelivers; clients retry). The
+// replies remembered are bounded per agent and forgotten when the agent
+// takes a new lease. Refusals decided here, and requests a transport could
+// not decode, are reported to the Handler in aggregate — counts per agent
+// and code every TallyEvery — so that a flood of junk costs the journal one
+// record per interval, not one per message.
+package ingress
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+)
+
+// Defaults fit a Raspberry Pi: a few agents, each at a control rate well
+// above what a planner needs and well below what a flood can reach.
+const (
+	DefaultMaxAgents  = 16
+	DefaultQueueLen   = 32
+	DefaultRate       = 200 // requests per second, sustained, per agent
+	DefaultBurst      = 50
+	DefaultReplyCache = 256
+	DefaultTallyEvery = time.Second
+	DefaultIdleAfter  = 2 * time.Minute
+)
+
+// Handler serves what the lanes admit. It must be safe for concurrent use:
+// each agent's lane calls Handle from its own goroutine, and the fast ops
+// arrive on the transport's.
+type Handler interface {
+	// Handle answers one request. Calls for one agent come one at a time,
+	// in arrival order, except heartbeats, which come at once.
+	Handle(req api.Request, received time.Time) api.Reply
+	// Halt latches the halt and returns at once; it must not block.
+	Halt(req api.Request)
+	// Refusals receives the refusals decided by the lanes and the requests
+	// a transport could not decode, counted per agent and code since the
+	// last call. Nothing of them reached Handle; nothing moved.
+	Refusals([]Tally)
+}
+
+// Tally is a count of refusals of one code to one agent ("" when the
+// request named none that could be read).
+type Tally struct {
+	Agent string
+	Code  string
+	Count uint64
+}
+
+// Options configure the lanes. Zero values take the defaults.
+type Options struct {
+	MaxAgents  int           // agents with a lane at once
+	QueueLen   int           // requests waiting per agent; more are BUSY
+	Rate       float64       // requests admitted per second per agent, sustained
+	Burst      int           // requests admitted at once after a quiet spell
+	ReplyCache int           // replies remembered per agent, for replays
+	TallyEvery time.Duration // how often refusals are reported
+	IdleAfter  time.Duration // a lane idle this long may be given to a new agent
+	Now        func() time.Time
+}
+
+func (o *Options) defaults() error {
+	if o.MaxAgents < 0 || o.QueueLen < 0 || o.Rate < 0 || o.Burst < 0 || o.ReplyCache < 0 || o.TallyEvery < 0 || o.IdleAfter < 0 {
+		return fmt.Errorf("ingress: negative option in %+v", *o)
+	}
+	if o.MaxAgents == 0 {
+		o.MaxAgents = DefaultMaxAgents
+	}
+	if o.QueueLen == 0 {
+		o.QueueLen = DefaultQueueLen
+	}
+	if o.Rate == 0 {
+		o.Rate = DefaultRate
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.ReplyCache == 0 {
+		o.ReplyCache = DefaultReplyCache
+	}
+	if o.TallyEvery == 0 {
+		o.TallyEvery = DefaultTallyEvery
+	}
+	if o.IdleAfter == 0 {
+		o.IdleAfter = DefaultIdleAfter
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Stats are counters since the lanes were made.
+type Stats struct {
+	Served         uint64 // requests handed to Handle (or Halt)
+	Replayed       uint64 // replays answered from the reply cache
+	RateLimited    uint64
+	Busy           uint64
+	TooManyAgents  uint64
+	Undecodable    uint64 // requests a transport could not decode
+	RepliesDropped uint64 // refusal replies not sent: the agent's queue was full of them
+	Lanes          int    // agents with a lane now
+}
+
+// Lanes route requests to per-agent lanes.
+type Lanes struct {
+	opt Options
+	h   Handler
+
+	mu     sync.Mutex // never held across I/O or a Handler call
+	lanes  map[string]*lane
+	tally  map[tallyKey]uint64
+	stats  Stats
+	closed bool
+
+	workers sync.WaitGroup
+	stop    chan struct{}
+	ticker  sync.WaitGroup
+}
+
+type tallyKey struct{ agent, code string }
+
+// item is one queued request, or a reply already decided (a refusal, a
+// replay) that must leave after the agent's earlier replies.
+type item struct {
+	req      api.Request
+	received time.Time
+	reply    func(api.Reply)
+	answered *api.Reply
+}
+
+type lane struct {
+	agent   string
+	q       []item // FIFO; q[:work] are not all work — work counts requests to serve
+	work    int    // requests in q waiting for Handle
+	running bool
+	tokens  float64
+	refill  time.Time // when tokens was last brought up to date
+	used    time.Time // last request
+	cache   replyCache
+}
+
+// New makes the lanes and starts the goroutine that reports refusals.
+func New(opt Options, h Handler) (*Lanes, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	l := &Lanes{opt: opt, h: h, lanes: map[string]*lane{}, tally: map[tallyKey]uint64{}, stop: make(chan struct{})}
+	l.ticker.Add(1)
+	go l.report()
+	return l, nil
+}
+
+// Submit takes one request from agent (as the transport knows it: for
+// MQTT, the agent of its command topic, or the payload's when it came on
+// the shared topic). derr, when not nil, is why the transport could not
+// decode it; req then holds at most a salvaged id. reply is called exactly
+// once — now, or later from the agent's lane — unless the reply is dropped
+// because the agent's queue is full of replies it has not been sent yet
+// (Stats.RepliesDropped). Submit never blocks on a Handler call other
+// than Halt and heartbeats, and never on I/O.
+func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+	if derr == nil && req.Op == api.OpHalt {
+		l.h.Halt(req) // first, before any lock or check: the halt path
+		l.mu.Lock()
+		l.stats.Served++
+		l.mu.Unlock()
+		reply(api.Reply{ID: req.ID, OK: true})
+		return
+	}
+	if derr == nil && req.Op == api.OpHeartbeat {
+		l.mu.Lock()
+		ln := l.lanes[agent]
+		if ln != nil {
+			if rep, k := ln.cache.lookup(req); k != unseen {
+				l.countSeenLocked(ln, k)
+				l.mu.Unlock()
+				reply(rep)
+				return
+			}
+		}
+		l.stats.Served++
+		l.mu.Unlock()
+		rep := l.h.Handle(req, received)
+		if ln != nil {
+			l.mu.Lock()
+			ln.cache.store(req, rep)
+			l.mu.Unlock()
+		}
+		reply(rep)
+		return
+	}
+	now := l.opt.Now()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		reply(api.ErrorReply(req.ID, &api.Error{Code: "SHUTTING_DOWN", Message: "the supervisor is shutting down"}))
+		return
+	}
+	if derr != nil {
+		l.stats.Undecodable++
+		l.tally[tallyKey{agent, derr.Code}]++
+	}
+	ln := l.laneLocked(agent, now)
+	if ln == nil {
+		code := api.CodeTooManyAgents
+		if derr != nil {
+			code = derr.Code // already tallied
+		} else {
+			l.stats.TooManyAgents++
+			l.tally[tallyKey{agent, code}]++
+		}
+		l.mu.Unlock()
+		if derr != nil {
+			reply(api.ErrorReply(req.ID, derr))
+			return
+		}
+		reply(api.ErrorReply(req.ID, &api.Error{Code: code,
+			Message: fmt.Sprintf("the supervisor serves %d agents at once; retry later, backing off", l.opt.MaxAgents)}))
+		return
+	}
+	ln.used = now
+	if derr != nil {
+		l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, derr))})
+		l.mu.Unlock()
+		return
+	}
+	if rep, k := ln.cache.lookup(req); k != unseen {
+		l.countSeenLocked(ln, k)
+		l.answerLocked(ln, item{req: req, reply: reply, answered: &rep})
+		l.mu.Unlock()
+		return
+	}
+	ln.refillLocked(now, l.opt.Rate, float64(l.opt.Burst))
+	switch {
+	case ln.tokens < 1:
+		l.stats.RateLimited++
+		l.refuseLocked(ln, req, reply, api.CodeRateLimited,
+			fmt.Sprintf("agent %s is over its rate of %g requests/s (burst %d); slow down", agent, l.opt.Rate, l.opt.Burst))
+	case ln.work >= l.opt.QueueLen:
+		l.stats.Busy++
+		l.refuseLocked(ln, req, reply, api.CodeBusy,
+			fmt.Sprintf("agent %s has %d requests waiting; wait for their replies", agent, ln.work))
+	default:
+		ln.tokens--
+		ln.q = append(ln.q, item{req: req, received: received, reply: reply})
+		ln.work++
+		l.startLocked(ln)
+	}
+	l.mu.Unlock()
+}
+
+func ptr(r api.Reply) *api.Reply { return &r }
+
+func (l *Lanes) countSeenLocked(ln *lane, k seen) {
+	if k == replayed {
+		l.stats.Replayed++
+		return
+	}
+	l.tally[tallyKey{ln.agent, codeDuplicateID}]++
+}
+
+// refuseLocked tallies a lane refusal and queues its reply behind the
+// agent's earlier ones.
+func (l *Lanes) refuseLocked(ln *lane, req api.Request, reply func(api.Reply), code, msg string) {
+	l.tally[tallyKey{ln.agent, code}]++
+	l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: code, Message: msg}))})
+}
+
+// answerLocked queues a decided reply. With nothing queued before it, it is
+// still sent from the lane's goroutine, never from the caller's: a reply
+// may wait on the transport. Decided replies are bounded too (QueueLen on
+// top of the requests): past that the agent is flooding faster than its
+// replies can leave, and the reply is dropped and counted.
+func (l *Lanes) answerLocked(ln *lane, it item) {
+	if len(ln.q)-ln.work >= l.opt.QueueLen {
+		l.stats.RepliesDropped++
+		return
+	}
+	ln.q = append(ln.q, it)
+	l.startLocked(ln)
+}
+
+func (l *Lanes) startLocked(ln *lane) {
+	if ln.running {
+		return
+	}
+	ln.running = true
+	l.workers.Add(1)
+	go l.serve(ln)
+}
+
+// laneLocked finds or makes agent's lane; nil when MaxAgents lanes exist
+// and none has been idle for IdleAfter.
+func (l *Lanes) laneLocked(agent string, now time.Time) *lane {
+	if ln := l.lanes[agent]; ln != nil {
+		return ln
+	}
+	if len(l.lanes) >= l.opt.MaxAgents {
+		var oldest *lane
+		for _, ln := range l.lanes {
+			if ln.running || len(ln.q) > 0 || now.Sub(ln.used) < l.opt.IdleAfter {
+				continue
+			}
+			if oldest == nil || ln.used.Before(oldest.used) {
+				oldest = ln
+			}
+		}
+		if oldest == nil {
+			return nil
+		}
+		delete(l.lanes, oldest.agent)
+	}
+	ln := &lane{agent: agent, tokens: float64(l.opt.Burst), refill: now, used: now, cache: newReplyCache(l.opt.ReplyCache)}
+	l.lanes[agent] = ln
+	return ln
+}
+
+func (ln *lane) refillLocked(now time.Time, rate, burst float64) {
+	if dt := now.Sub(ln.refill); dt > 0 {
+		ln.tokens = min(burst, ln.tokens+dt.Seconds()*rate)
+		ln.refill = now
+	}
+}
+
+// serve is a lane's goroutine: it answers the agent's queue in order and
+// ends when the queue is empty.
+func (l *Lanes) serve(ln *lane) {
+	defer l.workers.Done()
+	for {
+		l.mu.Lock()
+		if len(ln.q) == 0 {
+			ln.running = false
+			ln.q = nil // let a drained burst's backing array go
+			l.mu.Unlock()
+			return
+		}
+		it := ln.q[0]
+		ln.q[0] = item{}
+		ln.q = ln.q[1:]
+		if it.answered == nil {
+			ln.work--
+			l.stats.Served++
+		}
+		l.mu.Unlock()
+
+		if it.answered != nil {
+			it.reply(*it.answered)
+			continue
+		}
+		rep := l.h.Handle(it.req, it.received)
+		l.mu.Lock()
+		ln.cache.store(it.req, rep)
+		l.mu.Unlock()
+		it.reply(rep)
+	}
+}
+
+// report hands the tallied refusals to the Handler every TallyEvery.
+func (l *Lanes) report() {
+	defer l.ticker.Done()
+	t := time.NewTicker(l.opt.TallyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			l.Flush()
+			return
+		case <-t.C:
+			l.Flush()
+		}
+	}
+}
+
+// Flush reports the refusals tallied so far now, rather than at the next
+// TallyEvery.
+func (l *Lanes) Flush() {
+	l.mu.Lock()
+	if len(l.tally) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	ts := make([]Tally, 0, len(l.tally))
+	for k, n := range l.tally {
+		ts = append(ts, Tally{Agent: k.agent, Code: k.code, Count: n})
+	}
+	clear(l.tally)
+	l.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool {
+		if ts[i].Agent != ts[j].Agent {
+			return ts[i].Agent < ts[j].Agent
+		}
+		return ts[i].Code < ts[j].Code
+	})
+	l.h.Refusals(ts)
+}
+
+// Stats returns the counters.
+func (l *Lanes) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stats
+	s.Lanes = len(l.lanes)
+	return s
+}
+
+// Close refuses new requests (SHUTTING_DOWN; a halt still halts), waits for
+// every lane to finish what it has queued, and reports the last tally.
+func (l *Lanes) Close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.workers.Wait()
+	close(l.stop)
+	l.ticker.Wait()
+}
