@@ -37,7 +37,7 @@ var Codes = []CodeInfo{
 	{CodeNotFinite, "The value is NaN or infinite, or a number too large for a 64-bit float (1e400).", "Do not resend it: send a finite value. Nothing moved."},
 
 	// The agent's lane (each agent has its own queue and rate limit).
-	{CodeRateLimited, "The agent sent requests faster than its rate limit (200/s, bursts of 50 by default). This request was not served; nothing moved.", "Slow down; resend with a new id after a pause. Other agents are not affected."},
+	{CodeRateLimited, "The agent sent requests faster than its rate limit (1000/s, bursts of 200 by default). This request was not served; nothing moved.", "Slow down; resend with a new id after a pause. Other agents are not affected."},
 	{CodeBusy, "The agent has as many requests waiting as its queue holds (32 by default). This request was not served; nothing moved.", "Wait for replies to the requests already sent, then resend with a new id."},
 	{CodeTooManyAgents, "The supervisor serves as many agents at once as it allows (16 by default), and none has been idle long enough to give way.", "Retry later, backing off."},
 

@@ -99,8 +99,8 @@ type Leases struct {
 type Agents struct {
 	Max      int     `yaml:"max"`       // agents served at once; default 16
 	Queue    int     `yaml:"queue"`     // requests waiting per agent; default 32
-	Rate     float64 `yaml:"rate"`      // requests admitted per second per agent; default 200
-	Burst    int     `yaml:"burst"`     // requests admitted at once after a pause; default 50
+	Rate     float64 `yaml:"rate"`      // requests admitted per second per agent; default 1000
+	Burst    int     `yaml:"burst"`     // requests admitted at once after a pause; default 200
 	MaxSagas int     `yaml:"max_sagas"` // open sagas per lease; default 8
 }
 

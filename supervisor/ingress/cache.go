@@ -4,14 +4,14 @@ import "github.com/saga-supervisor/saga-supervisor/api"
 
 // replyCache remembers the replies to an agent's most recent requests, by
 // id, so that a replayed request gets the first reply and is not served
-// twice. It is a fixed ring: the oldest reply is forgotten first. A hello
-// that grants a new lease starts a new lease's memory: the replies of the
-// old lease are forgotten (ids are unique within a lease, and the engine
-// and lease manager refuse what an old lease sends).
+// twice. Ids are de-duplicated within a lease: a request is known by its
+// lease and id (requests that carry no lease — hello, status, reset — by
+// their id alone). It is a fixed ring: the oldest reply is forgotten first,
+// and a hello that grants a new lease forgets the old lease's replies.
 type replyCache struct {
 	ring  []cached
 	next  int
-	byID  map[string]int // index in ring
+	byID  map[string]int // index in ring, by key
 	lease string         // the lease the cached replies belong to
 }
 
@@ -30,7 +30,7 @@ func newReplyCache(n int) replyCache {
 // answering it with the first reply would tell the agent that what it asked
 // now was done).
 func (c *replyCache) lookup(req api.Request) (api.Reply, seen) {
-	i, ok := c.byID[req.ID]
+	i, ok := c.byID[key(req)]
 	if !ok {
 		return api.Reply{}, unseen
 	}
@@ -64,17 +64,21 @@ func (c *replyCache) store(req api.Request, rep api.Reply) {
 		clear(c.byID)
 		c.lease = rep.Lease
 	}
-	if _, ok := c.byID[req.ID]; ok {
+	k := key(req)
+	if _, ok := c.byID[k]; ok {
 		return
 	}
 	e := cached{req: req, rep: rep}
 	if len(c.ring) < cap(c.ring) {
-		c.byID[req.ID] = len(c.ring)
+		c.byID[k] = len(c.ring)
 		c.ring = append(c.ring, e)
 		return
 	}
-	delete(c.byID, c.ring[c.next].req.ID)
+	delete(c.byID, key(c.ring[c.next].req))
 	c.ring[c.next] = e
-	c.byID[req.ID] = c.next
+	c.byID[k] = c.next
 	c.next = (c.next + 1) % len(c.ring)
 }
+
+// key names a request for de-duplication: its lease and its id.
+func key(req api.Request) string { return req.Lease + "\x00" + req.ID }

@@ -39,13 +39,13 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 )
 
-// Defaults fit a Raspberry Pi: a few agents, each at a control rate well
-// above what a planner needs and well below what a flood can reach.
+// Defaults fit a Raspberry Pi: a few agents, each allowed more than a
+// controller waiting for each reply can send, far less than a flood.
 const (
 	DefaultMaxAgents  = 16
 	DefaultQueueLen   = 32
-	DefaultRate       = 200 // requests per second, sustained, per agent
-	DefaultBurst      = 50
+	DefaultRate       = 1000 // requests per second, sustained, per agent
+	DefaultBurst      = 200
 	DefaultReplyCache = 256
 	DefaultTallyEvery = time.Second
 	DefaultIdleAfter  = 2 * time.Minute
@@ -154,6 +154,7 @@ type item struct {
 	received time.Time
 	reply    func(api.Reply)
 	answered *api.Reply
+	replay   bool // answered from the reply cache when reached
 }
 
 type lane struct {
@@ -165,6 +166,7 @@ type lane struct {
 	refill  time.Time // when tokens was last brought up to date
 	used    time.Time // last request
 	cache   replyCache
+	pending map[string]api.Request // queued requests by key, not yet in the cache
 }
 
 // New makes the lanes and starts the goroutine that reports refusals.
@@ -258,6 +260,22 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		l.mu.Unlock()
 		return
 	}
+	if first, ok := ln.pending[key(req)]; ok {
+		// The first is still queued: the replay is answered from the
+		// cache once the first has been served, in order.
+		if first == req {
+			l.stats.Replayed++
+			l.answerLocked(ln, item{req: req, reply: reply, replay: true})
+		} else {
+			l.tally[tallyKey{ln.agent, codeDuplicateID}]++
+			l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: codeDuplicateID,
+				Message: "id " + req.ID + " is already used by a queued " + string(first.Op) + " request; use a new id for every request"}))})
+		}
+		l.mu.Unlock()
+		return
+	}
+	// Every request spends a token, refused or not: the bucket bounds what
+	// an agent costs the supervisor, and a refusal costs too.
 	ln.refillLocked(now, l.opt.Rate, float64(l.opt.Burst))
 	switch {
 	case ln.tokens < 1:
@@ -265,6 +283,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		l.refuseLocked(ln, req, reply, api.CodeRateLimited,
 			fmt.Sprintf("agent %s is over its rate of %g requests/s (burst %d); slow down", agent, l.opt.Rate, l.opt.Burst))
 	case ln.work >= l.opt.QueueLen:
+		ln.tokens--
 		l.stats.Busy++
 		l.refuseLocked(ln, req, reply, api.CodeBusy,
 			fmt.Sprintf("agent %s has %d requests waiting; wait for their replies", agent, ln.work))
@@ -272,6 +291,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		ln.tokens--
 		ln.q = append(ln.q, item{req: req, received: received, reply: reply})
 		ln.work++
+		ln.pending[key(req)] = req
 		l.startLocked(ln)
 	}
 	l.mu.Unlock()
@@ -338,7 +358,8 @@ func (l *Lanes) laneLocked(agent string, now time.Time) *lane {
 		}
 		delete(l.lanes, oldest.agent)
 	}
-	ln := &lane{agent: agent, tokens: float64(l.opt.Burst), refill: now, used: now, cache: newReplyCache(l.opt.ReplyCache)}
+	ln := &lane{agent: agent, tokens: float64(l.opt.Burst), refill: now, used: now, cache: newReplyCache(l.opt.ReplyCache),
+		pending: map[string]api.Request{}}
 	l.lanes[agent] = ln
 	return ln
 }
@@ -365,6 +386,10 @@ func (l *Lanes) serve(ln *lane) {
 		it := ln.q[0]
 		ln.q[0] = item{}
 		ln.q = ln.q[1:]
+		if it.replay {
+			rep, _ := ln.cache.lookup(it.req)
+			it.answered = &rep
+		}
 		if it.answered == nil {
 			ln.work--
 			l.stats.Served++
@@ -378,6 +403,7 @@ func (l *Lanes) serve(ln *lane) {
 		rep := l.h.Handle(it.req, it.received)
 		l.mu.Lock()
 		ln.cache.store(it.req, rep)
+		delete(ln.pending, key(it.req))
 		l.mu.Unlock()
 		it.reply(rep)
 	}
