@@ -146,6 +146,7 @@ type StepResult struct {
 type actState struct {
 	a         *actuators.Actuator
 	commanded float64
+	changed   uint64    // when commanded last changed, in the engine's change count
 	at        time.Time // when the last command was applied; zero when unknown
 	holder    *saga
 }
@@ -192,6 +193,7 @@ type Engine struct {
 	sagas    map[uint64]*saga
 	nextSaga uint64
 	maxEpoch uint64 // the highest lease epoch a saga began under
+	changes  uint64 // commanded values changed by this process (orders them)
 	// latchGen counts halts asked for; clearedGen is the latest generation
 	// a reset cleared. Halted is latchGen > clearedGen (see halt.go).
 	latchGen   atomic.Uint64
@@ -468,7 +470,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	sp.outcome = outcome
 	if outcome != Failed {
 		// In doubt counts as applied: the target is the best knowledge.
-		st.commanded = v.Value
+		e.setCommanded(st, v.Value)
 		st.at = now
 	}
 	e.enqueue(&out)

@@ -1,9 +1,11 @@
 package rollback
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -286,7 +288,7 @@ func (e *Engine) goSafeAll() error {
 		}
 		if a.Safe.Mode == actuators.SafeValue {
 			e.mu.Lock()
-			e.acts[name].commanded = a.Safe.Value
+			e.setCommanded(e.acts[name], a.Safe.Value)
 			e.mu.Unlock()
 		}
 	}
@@ -326,7 +328,7 @@ func (e *Engine) Adopt(name string, drifted func(commanded float64) (float64, bo
 		return false, err
 	}
 	e.log.Warn("actuator moved by its device", "actuator", name, "commanded", st.commanded, "found", v, "why", why)
-	st.commanded = v
+	e.setCommanded(st, v)
 	st.at = e.cfg.Now()
 	e.mu.Unlock()
 	err := e.sync()
@@ -417,13 +419,43 @@ func (e *Engine) Commanded(name string) (float64, bool) {
 	return st.commanded, true
 }
 
-// OpenSagas returns the ids of open sagas, newest first.
-func (e *Engine) OpenSagas() []uint64 {
+// setCommanded records a new commanded value and when, in the order of
+// changes, it was set. Callers hold mu.
+func (e *Engine) setCommanded(st *actState, v float64) {
+	e.changes++
+	st.commanded, st.changed = v, e.changes
+}
+
+// Changes returns, for each actuator, its commanded value and when it last
+// changed in this process (a count that orders changes: 0 means not
+// since start). A publisher sorting by it shows an unwind in the order it
+// moved the actuators.
+func (e *Engine) Changes() map[string]Change {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var ids []uint64
-	for _, s := range e.sagasNewestFirst() {
-		ids = append(ids, s.id)
+	out := make(map[string]Change, len(e.acts))
+	for name, st := range e.acts {
+		out[name] = Change{Commanded: st.commanded, Seq: st.changed}
 	}
+	return out
+}
+
+// Change is an actuator's commanded value and the order of its last change.
+type Change struct {
+	Commanded float64
+	Seq       uint64
+}
+
+// OpenSagas returns the ids of open sagas, newest first. Only the ids are
+// copied under the engine's lock (their number is bounded by the caps on
+// agents and sagas per lease); the sort is done outside it.
+func (e *Engine) OpenSagas() []uint64 {
+	e.mu.Lock()
+	ids := make([]uint64, 0, len(e.sagas))
+	for id := range e.sagas {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	slices.SortFunc(ids, func(a, b uint64) int { return cmp.Compare(b, a) })
 	return ids
 }

@@ -145,7 +145,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		err := e.effect(g.act.a, g.target)
 		e.inflight.Done()
 		e.mu.Lock()
-		g.act.commanded = g.target // applied or in doubt: the best knowledge
+		e.setCommanded(g.act, g.target) // applied or in doubt: the best knowledge
 		if err == nil {
 			g.act.at = e.cfg.Now()
 			e.settle(s, g, Compensated, "")
@@ -184,7 +184,7 @@ func (e *Engine) fallbackLocked(s *saga, g group, msg string) {
 	case serr != nil:
 		e.settle(s, g, CompensationFailed, msg+"; safe policy failed: "+serr.Error())
 	case a.Safe.Mode == actuators.SafeValue:
-		g.act.commanded = a.Safe.Value
+		e.setCommanded(g.act, a.Safe.Value)
 		e.settle(s, g, FallbackSafe, msg+"; safe value "+a.Safe.String()+" applied")
 	case a.Safe.Mode == actuators.SafeDetach:
 		e.settle(s, g, FallbackSafe, msg+"; detached")

@@ -1,11 +1,13 @@
 package supervisor
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -240,27 +242,36 @@ func (s *Supervisor) publishEvent(ev api.Event) {
 
 // publishStates publishes the retained state of every actuator whose
 // commanded value changed since it was last published, in the order a
-// reader needs: the registry's order, which is the order configured.
+// reader needs: the order in which the values changed.
 // s.mu is not held while publishing (a publish may wait on the network).
 func (s *Supervisor) publishStates() {
 	s.statesMu.Lock() // one publisher at a time: a later value never goes out before an earlier one
 	defer s.statesMu.Unlock()
+	changes := s.engine.Changes()
 	s.mu.Lock()
 	pub := s.pub
-	var due []api.State
+	type change struct {
+		st  api.State
+		seq uint64
+	}
+	var due []change
 	if pub != nil {
 		for _, name := range s.reg.Names() {
-			v, _ := s.engine.Commanded(name)
+			c := changes[name]
+			v := c.Commanded
 			if old, ok := s.published[name]; ok && (old == v || (math.IsNaN(old) && math.IsNaN(v))) {
 				continue
 			}
 			s.published[name] = v
-			due = append(due, api.State{Actuator: name, Commanded: v})
+			due = append(due, change{api.State{Actuator: name, Commanded: v}, c.Seq})
 		}
 	}
 	s.mu.Unlock()
-	for _, st := range due {
-		pub.PublishState(st)
+	// In the order the values changed (an unwind's order); the registry's
+	// order among those unchanged since start.
+	slices.SortStableFunc(due, func(a, b change) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range due {
+		pub.PublishState(c.st)
 	}
 }
 

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"slices"
 
 	"crypto/tls"
 	"errors"
@@ -70,7 +71,7 @@ type Transport struct {
 	subOnce    sync.Once
 	mu         sync.Mutex
 	retained   map[string][]byte // last retained payload per topic (status, state/*), republished on every connect
-	order      []string          // retained topics in the order first published
+	order      []string          // retained topics, least recently published first
 	closed     bool              // out is closed: late messages are dropped
 }
 
@@ -159,8 +160,8 @@ func (t *Transport) onConnect(c paho.Client) {
 	}
 	// Republish every retained message: the broker may have restarted
 	// without them, and nothing was published while the link was down.
-	// In the order they were first published: status first, then the
-	// actuators as the supervisor publishes them.
+	// In the order they were last published: a reader that subscribes
+	// meanwhile sees the actuators in the order they last changed.
 	t.mu.Lock()
 	msgs := make([]outbound, 0, len(t.order))
 	for _, topic := range t.order {
@@ -238,9 +239,12 @@ func (t *Transport) Publish(topic string, retained bool, payload []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if retained {
-		if _, ok := t.retained[topic]; !ok {
-			t.order = append(t.order, topic)
+		// order keeps the topics in the order of their latest publish, so
+		// a reconnect replays them as a reader saw them change.
+		if _, ok := t.retained[topic]; ok {
+			t.order = slices.DeleteFunc(t.order, func(s string) bool { return s == topic })
 		}
+		t.order = append(t.order, topic)
 		t.retained[topic] = payload
 	}
 	if t.closed {

@@ -1,0 +1,76 @@
+package supervisor
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+)
+
+// recordingPublisher records what the supervisor publishes.
+type recordingPublisher struct {
+	mu     sync.Mutex
+	states []api.State
+}
+
+func (p *recordingPublisher) PublishEvent(api.Event) {}
+func (p *recordingPublisher) SetStatus(api.Status)   {}
+func (p *recordingPublisher) PublishState(st api.State) {
+	p.mu.Lock()
+	p.states = append(p.states, st)
+	p.mu.Unlock()
+}
+
+func (p *recordingPublisher) take() []api.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.states
+	p.states = nil
+	return out
+}
+
+// Retained states go out in the order the values changed, so a reader
+// watching an unwind sees it in unwind order (they went out in the
+// registry's order before).
+func TestStatesPublishedInUnwindOrder(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	pub := &recordingPublisher{}
+	s.SetPublisher(pub)
+	must := func(req api.Request) api.Reply {
+		t.Helper()
+		req.Agent = "planner"
+		r := s.Handle(req, time.Now())
+		if !r.OK {
+			t.Fatalf("%+v: %s %s", req, r.Code, r.Message)
+		}
+		return r
+	}
+	h := must(api.Request{ID: "h", Op: api.OpHello, TTLMS: 60000})
+	saga := must(api.Request{ID: "b", Op: api.OpBegin, Lease: h.Lease, Epoch: h.Epoch}).Saga
+	// Moved in the registry's order, so the unwind runs in its reverse:
+	// the two orders differ.
+	moved := s.reg.Names()
+	if len(moved) < 2 {
+		t.Fatal("need two actuators")
+	}
+	for i, name := range moved {
+		c, _ := s.engine.Commanded(name)
+		must(api.Request{ID: fmt.Sprint("s", i), Op: api.OpStep, Lease: h.Lease, Epoch: h.Epoch, Saga: saga, Actuator: name, Value: c + 1})
+	}
+	s.publishStates()
+	pub.take()
+	must(api.Request{ID: "a", Op: api.OpAbort, Lease: h.Lease, Epoch: h.Epoch, Saga: saga})
+	s.publishStates()
+	var got []string
+	for _, st := range pub.take() {
+		got = append(got, st.Actuator)
+	}
+	want := slices.Clone(moved)
+	slices.Reverse(want) // unwound last-moved first
+	if !slices.Equal(got, want) {
+		t.Fatalf("states after the unwind published as %v, want unwind order %v", got, want)
+	}
+}
