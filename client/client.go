@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -144,6 +145,9 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 		connectTimeout = time.Until(dl)
 	}
 	co := paho.NewClientOptions().
+		// No Nagle: a request and its reply are small packets that wait
+		// for each other (docs/API.md, "Latency").
+		SetDialer(nodelay.Dialer(connectTimeout)).
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
 		// A clean session: a controller that reconnects must take a new

@@ -73,6 +73,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 )
 
 // MaxAckBytes bounds an ack or state payload; a longer one is malformed.
@@ -140,6 +141,7 @@ func DialDeviceLink(opt LinkOptions) (*DeviceLink, error) {
 	}
 	l := &DeviceLink{opt: opt, log: lg, acks: map[string]*Device{}, states: map[string]*Device{}, sets: map[string]bool{}}
 	co := paho.NewClientOptions().
+		SetDialer(nodelay.Dialer(30 * time.Second)). // a setpoint and its ack wait for each other
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
 		// A clean session: nothing stale is delivered after a reconnect; a

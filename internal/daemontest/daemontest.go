@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -116,7 +117,7 @@ func NewAgent(t testing.TB, broker string, topics mqtt.Topics, name string) *Age
 func NewAgentLogin(t testing.TB, broker string, topics mqtt.Topics, name, password string) *Agent {
 	t.Helper()
 	a := &Agent{t: t, Name: name, Topics: topics, wait: map[string]chan api.Reply{}, states: map[string]float64{}}
-	opts := paho.NewClientOptions().AddBroker(broker).SetClientID(name).SetWill(topics.Will(name), "gone", 1, false)
+	opts := paho.NewClientOptions().SetDialer(nodelay.Dialer(30*time.Second)).AddBroker(broker).SetClientID(name).SetWill(topics.Will(name), "gone", 1, false)
 	if password != "" {
 		opts.SetUsername(name).SetPassword(password)
 	}

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"slices"
 
 	"crypto/tls"
@@ -96,6 +97,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
 		order: []string{opt.Topics.Status()}}
 	co := paho.NewClientOptions().
+		SetDialer(nodelay.Dialer(30*time.Second)). // replies are small and latency-bound
 		AddBroker(opt.Broker).
 		SetClientID(opt.ClientID).
 		// A persistent session: QoS 1 commands queued while the link was
