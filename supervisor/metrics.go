@@ -264,6 +264,8 @@ type stateCollector struct {
 	supplyVolts, supplyTripped, actCmd *prometheus.Desc
 
 	serialUp, serialFrames, serialCRC, serialRetx, serialLost *prometheus.Desc
+
+	lanes, laneReplays, laneDropped *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -283,6 +285,9 @@ func newStateCollector() *stateCollector {
 		serialCRC:     d("saga_serial_crc_errors_total", "Candidate frames from a board dropped for a CRC mismatch (line noise, garbage).", "mcu"),
 		serialRetx:    d("saga_serial_retransmits_total", "Requests sent to a board again for want of an answer.", "mcu"),
 		serialLost:    d("saga_serial_sessions_lost_total", "Sessions with a board that ended: silence, no answer, port gone, board reset or watchdog.", "mcu"),
+		lanes:         d("saga_ingress_lanes", "Agents with a lane (a queue and a rate limit) now."),
+		laneReplays:   d("saga_ingress_replays_total", "Requests sent again (same lease, id and fields) and answered with their first reply, not served twice."),
+		laneDropped:   d("saga_ingress_replies_dropped_total", "Refusal replies not sent: the agent sent requests faster than their refusals could leave."),
 	}
 }
 
@@ -291,7 +296,7 @@ func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
-		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost} {
+		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped} {
 		ch <- d
 	}
 }
@@ -320,6 +325,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range st.Actuators {
 		gauge(c.actCmd, a.Commanded, a.Name)
 	}
+	ls := s.lanes.Stats()
+	gauge(c.lanes, float64(ls.Lanes))
+	ch <- prometheus.MustNewConstMetric(c.laneReplays, prometheus.CounterValue, float64(ls.Replayed))
+	ch <- prometheus.MustNewConstMetric(c.laneDropped, prometheus.CounterValue, float64(ls.RepliesDropped))
 	counter := func(d *prometheus.Desc, v uint64, label string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
 	}
