@@ -29,7 +29,11 @@ func (h laneHandler) Handle(req api.Request, received time.Time) api.Reply {
 }
 
 func (h laneHandler) Halt(req api.Request) {
-	h.s.Halt("agent "+req.Agent, req.Reason)
+	src := "agent " + req.Agent
+	if req.Agent == "" {
+		src = "mqtt e-stop topic" // the shared e-stop topic, any payload
+	}
+	h.s.Halt(src, req.Reason)
 	h.s.metrics.command(string(api.OpHalt), true, "")
 }
 

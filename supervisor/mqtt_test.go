@@ -171,3 +171,47 @@ func TestRetainedRequestIsNotReplayed(t *testing.T) {
 		t.Fatalf("%d replies: the retained request was replayed to the new subscription", replies)
 	}
 }
+
+// The e-stop topics halt whatever their payload; a halt request on an
+// agent's own e-stop topic is answered on its reply topic; a retained
+// message replayed to a new subscription is ignored (it would halt again
+// at every reconnect).
+func TestEstopTopicHalts(t *testing.T) {
+	d := daemontest.Start(t, "", nil)
+	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
+	halted := func() bool { h, _ := d.Sup.Engine().Halted(); return h }
+	reset := func() {
+		t.Helper()
+		d.Sup.Engine().WaitHalts()
+		if err := d.Sup.Reset(daemontest.Token, "test"); err != nil {
+			t.Fatalf("reset: %v", err)
+		}
+	}
+
+	// Any payload on the shared topic halts — here a retained one, which
+	// a live subscription receives as a plain message.
+	a.C.Publish(d.Topics.Estop(), 1, true, []byte("STOP")).Wait()
+	daemontest.WaitFor(t, "the e-stop topic to halt", 5*time.Second, halted)
+	if _, why := d.Sup.Engine().Halted(); why != "mqtt e-stop topic: e-stop topic" {
+		t.Fatalf("halt reason %q", why)
+	}
+	reset()
+
+	// A new subscription (a reconnect) gets the retained message replayed,
+	// flagged retained: ignored. Then a halt request on the agent's own
+	// topic halts — the first halt since the reset — and is answered.
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: d.URL(), ClientID: "second", Topics: d.Topics}, d.Sup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rep, ok := a.SendRaw(d.Topics.EstopAgent("planner"), false, map[string]any{"agent": "planner", "op": "halt", "reason": "person in the cell"}, 5*time.Second)
+	if !ok || !rep.OK {
+		t.Fatalf("halt on estop/planner: %+v (answered %v)", rep, ok)
+	}
+	daemontest.WaitFor(t, "the halt", 5*time.Second, halted)
+	if _, why := d.Sup.Engine().Halted(); why != "agent planner: person in the cell" {
+		t.Fatalf("halt reason %q: the retained e-stop message was acted on again", why)
+	}
+	a.C.Publish(d.Topics.Estop(), 1, true, nil).Wait() // clear the retained message
+}

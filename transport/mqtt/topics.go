@@ -77,8 +77,19 @@ func (t Topics) State(actuator string) string { return t.base() + "/state/" + ac
 // Events carries Event messages (not retained).
 func (t Topics) Events() string { return t.base() + "/events" }
 
-// Estop is reserved for the e-stop (payload defined with the transport).
+// Estop is the e-stop topic: any message published there (QoS 1, not
+// retained) halts the supervisor, whatever its payload. The supervisor
+// reads it on a connection of its own, so a halt there never waits at the
+// broker behind a flood of commands. EstopAgent is an agent's own e-stop
+// topic (a broker ACL can grant each agent its own); a halt request there
+// is answered on the agent's reply topic.
 func (t Topics) Estop() string { return t.base() + "/estop" }
+
+// EstopAgent is agent's own e-stop topic. agent must pass api.ValidName.
+func (t Topics) EstopAgent(agent string) string { return t.Estop() + "/" + agent }
+
+// EstopFilter is the subscription that receives every agent's e-stop topic.
+func (t Topics) EstopFilter() string { return t.Estop() + "/+" }
 
 // Will is where an agent points its MQTT last will (any payload, QoS 1,
 // not retained): when the broker publishes it, the supervisor ends the

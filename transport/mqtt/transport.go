@@ -64,6 +64,9 @@ type Transport struct {
 	h          Handler
 	log        *slog.Logger
 	client     paho.Client
+	estop      paho.Client // the e-stop topics' own connection
+	estopSubd  chan struct{} // closed after the e-stop connection's first subscription
+	estopOnce  sync.Once
 	out        chan outbound
 	done       chan struct{}
 	dropped    atomic.Uint64 // messages not published: the queue was full
@@ -95,33 +98,17 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	}
 	t := &Transport{opt: opt, h: h, log: lg, out: make(chan outbound, opt.QueueLen), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
-		order: []string{opt.Topics.Status()}}
-	co := paho.NewClientOptions().
-		SetDialer(nodelay.Dialer(30*time.Second)). // replies are small and latency-bound
-		AddBroker(opt.Broker).
-		SetClientID(opt.ClientID).
-		// A persistent session: QoS 1 commands queued while the link was
-		// down are delivered after it returns; each is still checked
-		// against its lease and deadline, so nothing stale acts.
-		SetCleanSession(false).
-		SetStore(newCopyingStore()).
-		// In order, on the client's goroutine: replies to an agent must
-		// leave in request order, and the handler never blocks.
-		SetOrderMatters(true).
-		SetAutoReconnect(true).
-		SetConnectRetry(true).
-		SetConnectRetryInterval(500*time.Millisecond).
-		SetMaxReconnectInterval(2*time.Second).
-		SetKeepAlive(10*time.Second).
+		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{})}
+	co := t.clientOptions(opt.ClientID).
 		SetWill(opt.Topics.Status(), string(api.EncodeStatus(api.Status{State: api.StateOffline})), 1, true).
-		SetOnConnectHandler(t.onConnect).
-		SetConnectionLostHandler(func(_ paho.Client, err error) { lg.Warn("mqtt connection lost", "err", err) })
-	if opt.Username != "" {
-		co.SetUsername(opt.Username).SetPassword(opt.Password)
-	}
-	if opt.TLS != nil {
-		co.SetTLSConfig(opt.TLS)
-	}
+		SetOnConnectHandler(t.onConnect)
+	// The e-stop topics have a connection of their own, so a halt published
+	// there never queues at the broker behind a flood of commands to the
+	// main connection (brokers queue per client; mosquitto drops QoS 1
+	// messages beyond max_queued_messages).
+	eo := t.clientOptions(opt.ClientID + "-estop").SetOnConnectHandler(t.onEstopConnect)
+	t.estop = paho.NewClient(eo)
+	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	t.client = paho.NewClient(co)
 	go t.publisher()
 	tok := t.client.Connect()
@@ -130,6 +117,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	tok.WaitTimeout(3 * time.Second)
 	if err := tok.Error(); err != nil {
 		t.client.Disconnect(0)
+		t.estop.Disconnect(0)
 		t.mu.Lock()
 		t.closed = true
 		close(t.out)
@@ -141,13 +129,88 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	// must not be lost. If the broker is not up, the subscription follows
 	// the connection whenever it comes.
 	if t.client.IsConnected() {
-		select {
-		case <-t.subscribed:
-		case <-time.After(5 * time.Second):
-			lg.Warn("mqtt: connected but not yet subscribed")
+		wait := time.After(5 * time.Second)
+		for _, ch := range []chan struct{}{t.subscribed, t.estopSubd} {
+			select {
+			case <-ch:
+			case <-wait:
+				lg.Warn("mqtt: connected but not yet subscribed")
+			}
 		}
 	}
 	return t, nil
+}
+
+// clientOptions are the options both connections share.
+func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
+	co := paho.NewClientOptions().
+		SetDialer(nodelay.Dialer(30 * time.Second)). // replies are small and latency-bound
+		AddBroker(t.opt.Broker).
+		SetClientID(clientID).
+		// A persistent session: QoS 1 commands queued while the link was
+		// down are delivered after it returns; each is still checked
+		// against its lease and deadline, so nothing stale acts (a halt
+		// sent meanwhile still halts).
+		SetCleanSession(false).
+		SetStore(newCopyingStore()).
+		// In order, on the client's goroutine: replies to an agent must
+		// leave in request order, and the handler never blocks.
+		SetOrderMatters(true).
+		SetAutoReconnect(true).
+		SetConnectRetry(true).
+		SetConnectRetryInterval(500 * time.Millisecond).
+		SetMaxReconnectInterval(2 * time.Second).
+		SetKeepAlive(10 * time.Second).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { t.log.Warn("mqtt connection lost", "client", clientID, "err", err) })
+	if t.opt.Username != "" {
+		co.SetUsername(t.opt.Username).SetPassword(t.opt.Password)
+	}
+	if t.opt.TLS != nil {
+		co.SetTLSConfig(t.opt.TLS)
+	}
+	return co
+}
+
+// onEstopConnect subscribes the e-stop connection (again, after a
+// reconnect).
+func (t *Transport) onEstopConnect(c paho.Client) {
+	subs := map[string]byte{t.opt.Topics.Estop(): 1, t.opt.Topics.EstopFilter(): 1}
+	tok := c.SubscribeMultiple(subs, t.onEstop)
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.log.Error("mqtt e-stop subscribe failed", "err", tok.Error())
+		return
+	}
+	t.estopOnce.Do(func() { close(t.estopSubd) })
+}
+
+// onEstop latches a halt for any message on an e-stop topic, whatever its
+// payload: an e-stop is never refused for its form. A payload that is a
+// valid halt request lends its id (for the reply) and reason. A retained
+// message is ignored, like a retained command: acting on it would halt the
+// robot again at every reconnect, long after it was sent.
+func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
+	topic, received := m.Topic(), time.Now()
+	if m.Retained() {
+		t.log.Warn("mqtt: retained message on an e-stop topic ignored", "topic", topic)
+		return
+	}
+	agent, _ := strings.CutPrefix(topic, t.opt.Topics.Estop()+"/")
+	if topic == t.opt.Topics.Estop() || api.ValidName(agent) != nil {
+		agent = ""
+	}
+	req := api.Request{Op: api.OpHalt, Agent: agent, Reason: "e-stop topic"}
+	if r, derr := api.DecodeRequest(m.Payload(), t.opt.MaxPayload); derr == nil && r.Op == api.OpHalt && (agent == "" || r.Agent == agent) {
+		req.ID, req.Reason = r.ID, r.Reason
+		if agent == "" {
+			agent = r.Agent
+		}
+		req.Agent = agent
+	}
+	t.h.Submit(agent, req, nil, received, func(rep api.Reply) {
+		if req.ID != "" {
+			t.reply(agent, rep)
+		}
+	})
 }
 
 // onConnect subscribes (again, after a reconnect) and republishes status.
@@ -319,6 +382,7 @@ func (t *Transport) Close() error {
 		t.mu.Unlock()
 		<-t.done // what was queued is handed to the client before it disconnects
 		t.client.Disconnect(250)
+		t.estop.Disconnect(250)
 	})
 	return err
 }
