@@ -349,7 +349,13 @@ func (c *Client) publish(ctx context.Context, req *api.Request, waitAck bool, f 
 	}
 	c.pending[req.ID] = f
 	c.mu.Unlock()
-	tok := c.mc.Publish(c.topics.AgentCmd(c.opt.Agent), 1, false, b)
+	topic := c.topics.AgentCmd(c.opt.Agent)
+	if req.Op == api.OpHalt {
+		// The e-stop topic is read on the supervisor's own connection for
+		// it: a halt there never waits at the broker behind commands.
+		topic = c.topics.EstopAgent(c.opt.Agent)
+	}
+	tok := c.mc.Publish(topic, 1, false, b)
 	if !waitAck {
 		return nil
 	}
@@ -523,6 +529,9 @@ func (c *Client) Close(ctx context.Context) error {
 // Halt latches the supervisor's e-stop: every actuator to its safe policy,
 // every command refused with HALTED until an operator resets. It needs no
 // lease (it works on a lost or NoLease client while connected).
+//
+// The halt goes on the agent's e-stop topic (estop/<agent>), which the
+// supervisor reads on an MQTT connection of its own.
 func (c *Client) Halt(ctx context.Context, reason string) error {
 	_, err := c.call(ctx, api.Request{Op: api.OpHalt, Reason: reason}, false)
 	return err
