@@ -28,9 +28,8 @@
 //     in doubt (the device may have moved).
 //   - link down when Set is called, or lost while waiting: an error wrapping
 //     actuators.ErrLinkLost — in doubt. (Nothing is published while the link
-//     is down, but the error stays in doubt: paho may still deliver a
-//     message queued before the link dropped, and the engine undoing an
-//     in-doubt step costs one idempotent absolute set.)
+//     is down, but the error stays the in-doubt one: the engine undoes an
+//     in-doubt step, which costs one idempotent absolute set.)
 //
 // Acks are decoded strictly: at most MaxAckBytes, exactly one JSON object
 // with the keys seq (a non-negative integer), ok (a boolean) and, only with
