@@ -38,11 +38,20 @@ func (k Kind) Valid() bool {
 
 // Driver sets one output. Implementations must honour the context deadline:
 // the engine treats a Set that returns after its deadline as in doubt.
+//
+// A failed Set is in doubt by default: the engine assumes the output may
+// have moved and drives it back to its prior when the saga unwinds. Only an
+// error wrapping ErrNotApplied says otherwise. A driver wraps it only when
+// it knows the output did not change — the value failed the driver's own
+// checks before any I/O, nothing was sent, or the device refused the
+// command before acting on it — and never for a timeout, a lost link, a
+// failed write or an error it does not understand. ErrNotApplied decides
+// even when the error also wraps another cause, such as a context error.
 type Driver interface {
-	// Set commands the output to value. An error wrapping
-	// context.DeadlineExceeded or ErrLinkLost means the effect is in doubt
-	// (it may have happened); any other error promises the output did not
-	// change, so the engine has nothing to undo for that step.
+	// Set commands the output to value. nil means the output was driven to
+	// value. An error wrapping ErrNotApplied promises the output did not
+	// change, so the engine has nothing to undo for that step; any other
+	// error leaves the effect in doubt (it may have happened).
 	Set(ctx context.Context, value float64) error
 	// Halt makes the output inert (stop pulses, de-energise). It is the
 	// `detach` safe policy and must work even when Set is failing.
@@ -68,6 +77,14 @@ type Drifter interface {
 // ErrLinkLost is returned by drivers whose connection to the hardware is
 // gone. An effect attempted over a lost link is in doubt.
 var ErrLinkLost = errors.New("actuators: link lost")
+
+// ErrNotApplied is wrapped by a Set error that promises the output did not
+// change: the value was refused by the driver's own validation before any
+// I/O, nothing was sent, or the device refused the command (a NAK, an ack
+// with ok:false) before acting on it. Wrap it, e.g.
+// fmt.Errorf("...: %w", actuators.ErrNotApplied), only when that is known;
+// an error without it is in doubt, and the engine compensates the step.
+var ErrNotApplied = errors.New("actuators: not applied")
 
 // ErrNoReading is wrapped by a ReadBack that has nothing to report because
 // the output is not being driven — a PWM servo never commanded since the

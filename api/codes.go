@@ -77,8 +77,8 @@ var Codes = []CodeInfo{
 	{string(limits.SupplyTripped), "The supply tripped and stays latched until it is good for its debounce time.", "Wait for the trip to clear; retry with a new id."},
 
 	// The step's effect.
-	{string(rollback.CodeStepFailed), "The actuator failed to apply the step. The saga was unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
-	{string(rollback.CodeStepInDoubt), "The actuator timed out or lost its link, so the step may have happened. It was treated as applied and the saga unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
+	{string(rollback.CodeStepFailed), "The actuator's driver refused the step and promised the output did not move (a device's refusal, a value its driver rejects before sending). The saga was unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
+	{string(rollback.CodeStepInDoubt), "The driver failed without that promise — a timeout, a lost link, any other error — so the step may have happened. It was treated as applied and the saga unwound, driving it back too; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
 
 	{CodeInternal, "A supervisor bug: an error without a code. Whether the command took effect is unknown.", "Abort the saga, which puts back whatever moved, and report the message."},
 }

@@ -2,7 +2,6 @@ package recovery_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -20,7 +19,9 @@ import (
 
 const journalDir = "/journal"
 
-var errPowerOff = errors.New("power off: the computer is dead")
+// errPowerOff is what a dead process's drivers answer. They drive nothing,
+// so it wraps actuators.ErrNotApplied.
+var errPowerOff = fmt.Errorf("power off: the computer is dead: %w", actuators.ErrNotApplied)
 
 // poweredDriver models the robot computer's power: once the file system's
 // power is cut, the supervisor that was running can no longer move anything.

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
 // TestConcurrentAgents runs agents on the same actuators at once, with
@@ -23,8 +25,11 @@ func TestConcurrentAgents(t *testing.T) {
 		d.fail = func(v float64, n int) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if rng.IntN(10) == 0 {
-				return errors.New("random fault")
+			switch rng.IntN(20) {
+			case 0:
+				return fmt.Errorf("random refusal: %w", actuators.ErrNotApplied)
+			case 1:
+				return errors.New("random fault") // in doubt
 			}
 			return nil
 		}
@@ -46,7 +51,7 @@ func TestConcurrentAgents(t *testing.T) {
 					act := acts[rng.IntN(len(acts))]
 					v := float64(rng.IntN(2)) * 0.5
 					if _, err := r.e.Step(s, o, Command{ID: fmt.Sprint(k), Actuator: act, Value: v}); err != nil {
-						if c := CodeOf(err); c == CodeStepFailed || c == CodeSagaUnknown || c == CodeHalted {
+						if c := CodeOf(err); c == CodeStepFailed || c == CodeStepInDoubt || c == CodeSagaUnknown || c == CodeHalted {
 							break
 						}
 					}

@@ -14,10 +14,11 @@
 // journaled and — in every-step durability, or on the saga's first touch of
 // the actuator — fdatasync'd before the driver is called. The outcome
 // (APPLIED or FAILED) is journaled without waiting: it rides the next group
-// commit. A driver error wrapping context.DeadlineExceeded or
-// actuators.ErrLinkLost is in doubt and treated as applied; any other error
-// promises the output did not change. A failed or in-doubt step unwinds the
-// saga; a COMMIT is durable before Commit returns.
+// commit. A driver error is in doubt — treated as applied, so the unwind
+// drives the actuator back — unless it wraps actuators.ErrNotApplied, the
+// driver's promise that the output did not change: only such a step is
+// failed and not driven again. A failed or in-doubt step unwinds the saga; a
+// COMMIT is durable before Commit returns.
 //
 // # Unwind
 //

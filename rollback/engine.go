@@ -586,9 +586,12 @@ func (e *Engine) effect(a *actuators.Actuator, value float64) error {
 	return err
 }
 
-// inDoubt reports whether a driver error leaves the effect unknown.
+// inDoubt reports whether a driver error leaves the effect unknown. It
+// fails closed: every error is in doubt (the step counts as applied and is
+// compensated) unless it wraps actuators.ErrNotApplied, the driver's promise
+// that the output did not change.
 func inDoubt(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost)
+	return !errors.Is(err, actuators.ErrNotApplied)
 }
 
 // Commit closes a saga: its commit record is durable before Commit returns.

@@ -3,6 +3,7 @@ package rollback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -164,16 +165,28 @@ type staticSupplies struct {
 
 func (s *staticSupplies) SupplyState(string, time.Time) (limits.SupplyState, bool) { return s.st, s.ok }
 
+// TestFaultUnwindsLIFO fails the fourth step of a saga in each way a driver
+// can and checks the unwind: last step first, back to the start. A driver
+// error is in doubt (compensated, journaled IN_DOUBT) unless it wraps
+// actuators.ErrNotApplied; only then is the step failed and not driven
+// again.
 func TestFaultUnwindsLIFO(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		fail    error
+		moved   bool // the effect happened before the error
 		outcome Outcome
 		code    Code
 	}{
-		{"failed", errors.New("servo stalled"), Failed, CodeStepFailed},
-		{"in doubt", context.DeadlineExceeded, InDoubt, CodeStepInDoubt},
-		{"link lost", actuators.ErrLinkLost, InDoubt, CodeStepInDoubt},
+		{"not applied", fmt.Errorf("servo refused the command: %w", actuators.ErrNotApplied), false, Failed, CodeStepFailed},
+		{"not applied wrapped twice", fmt.Errorf("bus: %w", fmt.Errorf("device NAK: %w", actuators.ErrNotApplied)), false, Failed, CodeStepFailed},
+		{"not applied wins over a cancel", fmt.Errorf("not sent: %w (%w)", actuators.ErrNotApplied, context.Canceled), false, Failed, CodeStepFailed},
+		{"not applied wins over a deadline", fmt.Errorf("deadline passed before sending: %w (%w)", actuators.ErrNotApplied, context.DeadlineExceeded), false, Failed, CodeStepFailed},
+		{"plain error after the effect", errors.New("boom"), true, InDoubt, CodeStepInDoubt},
+		{"plain error without the effect", errors.New("servo stalled"), false, InDoubt, CodeStepInDoubt},
+		{"context canceled", context.Canceled, true, InDoubt, CodeStepInDoubt},
+		{"in doubt", context.DeadlineExceeded, true, InDoubt, CodeStepInDoubt},
+		{"link lost", actuators.ErrLinkLost, false, InDoubt, CodeStepInDoubt},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, nil)
@@ -184,7 +197,7 @@ func TestFaultUnwindsLIFO(t *testing.T) {
 			r.step(t, s, "3", "elbow", 50)
 			r.drivers["gripper"].fail = func(v float64, n int) error {
 				if n == 1 {
-					if tt.outcome == InDoubt {
+					if tt.moved {
 						r.w.mu.Lock()
 						r.w.value["gripper"] = v // the effect happened anyway
 						r.w.mu.Unlock()
@@ -198,6 +211,9 @@ func TestFaultUnwindsLIFO(t *testing.T) {
 			var ee *Error
 			if !errors.As(err, &ee) || ee.Code != tt.code || ee.Report == nil {
 				t.Fatalf("step 4: %v, want %s with a report", err, tt.code)
+			}
+			if !errors.Is(err, tt.fail) {
+				t.Errorf("step 4: %v does not wrap the driver's error %v", err, tt.fail)
 			}
 			rep := ee.Report
 			if !rep.Clean() {
@@ -225,12 +241,32 @@ func TestFaultUnwindsLIFO(t *testing.T) {
 			if got := r.w.snapshot(); !reflect.DeepEqual(got, start) {
 				t.Errorf("world %v, want start %v", got, start)
 			}
+			if v, _ := r.e.Commanded("gripper"); v != start["gripper"] {
+				t.Errorf("gripper commanded %g after the unwind, want its prior %g", v, start["gripper"])
+			}
 			if len(r.e.OpenSagas()) != 0 {
 				t.Error("saga still open after unwind")
 			}
 			recs := r.j.durableRecords()
 			if last := recs[len(recs)-1]; last.Type != RecEnd || last.Code != "clean" {
 				t.Errorf("last record %+v, want durable END clean", last)
+			}
+			// The journal says what the engine concluded about step 4.
+			wantCode, wantFlags := "FAILED", uint8(0)
+			if tt.outcome == InDoubt {
+				wantCode, wantFlags = "IN_DOUBT", FlagInDoubt
+			}
+			var outcome *Record
+			for i := range recs {
+				if rec := &recs[i]; rec.Saga == s && rec.Step == 4 && (rec.Type == RecFailed || rec.Type == RecApplied) {
+					if outcome != nil {
+						t.Fatalf("step 4 has two outcomes: %+v and %+v", *outcome, *rec)
+					}
+					outcome = rec
+				}
+			}
+			if outcome == nil || outcome.Type != RecFailed || outcome.Code != wantCode || outcome.Flags&FlagInDoubt != wantFlags {
+				t.Errorf("step 4 outcome record %+v, want FAILED %s flags %#x", outcome, wantCode, wantFlags)
 			}
 		})
 	}

@@ -25,8 +25,8 @@ const (
 	CodeActuatorBusy    Code = "ACTUATOR_BUSY"    // held by another open saga
 	CodeDeadlinePassed  Code = "DEADLINE_PASSED"  // the command's deadline passed before the gate
 	CodeDuplicateID     Code = "DUPLICATE_ID"     // this command id was already seen in the saga
-	CodeStepFailed      Code = "STEP_FAILED"      // the effect failed; the saga was unwound
-	CodeStepInDoubt     Code = "STEP_IN_DOUBT"    // the effect timed out or lost its link; unwound
+	CodeStepFailed      Code = "STEP_FAILED"      // the driver promised nothing moved (actuators.ErrNotApplied); the saga was unwound
+	CodeStepInDoubt     Code = "STEP_IN_DOUBT"    // any other driver error: the effect may have happened; unwound, the step too
 	CodeBadRequest      Code = "BAD_REQUEST"      // a malformed command (empty id, bad owner)
 )
 

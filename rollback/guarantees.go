@@ -23,7 +23,7 @@ func Promises() Guarantees {
 		},
 		GuaranteedAfter: []string{
 			"a failed or in-doubt step unwinds its saga: last step first to each step's recorded prior (retrace), or each actuator straight to its pre-saga value (direct)",
-			"in-doubt steps (timeout, lost link, no outcome before a crash) are compensated like applied ones",
+			"in-doubt steps (every driver error that does not wrap actuators.ErrNotApplied — a timeout, a lost link, an unexpected error — and a step with no outcome before a crash) are compensated like applied ones",
 			"every compensation is journaled durably before its effect; a step whose compensation settled is never driven again, across crashes",
 			"compensation retries are bounded; one that still fails sends the actuator to its safe policy and, by default, halts",
 			"every step of an unwound saga lands in exactly one bucket (compensated, fallback_safe, compensation_failed, orphaned, unresolved); a report is clean only if every step was compensated",
@@ -36,7 +36,7 @@ func Promises() Guarantees {
 		NotClaimed: []string{
 			"that the disk honours fdatasync: a volatile write cache can lose acknowledged records",
 			"that a simulated driver behaves like the hardware it stands for",
-			"that a driver error other than a timeout or lost link really left the output unchanged: that is the driver contract, and such a step is not driven again",
+			"that a driver error wrapping actuators.ErrNotApplied really left the output unchanged: that is the driver's promise, and such a step is not driven again",
 			"that a pulse (irreversible) step can be undone: it is reported orphaned",
 			"in first-touch durability, that the journal knows every step after a crash: a saga's later steps on an actuator may be missing, and if that saga's unwind is then partial the actuator may be where a missing step put it (the report says partial and the supervisor halts)",
 			"that a configured safe policy is safe for your machine",

@@ -303,7 +303,7 @@ type shape struct {
 
 // proveShapes are the shapes every step is broken in.
 var proveShapes = []shape{
-	{Name: "driver-refuses", About: "the driver refuses the step: an error, the output unchanged",
+	{Name: "driver-refuses", About: "the driver refuses the step: an error that promises the output unchanged (actuators.ErrNotApplied)",
 		arm: func(pr *prober, p *process, k int) { p.rig.deviceOf(pr, k).faults.FailOnNth(1) }},
 	{Name: "timeout-applied", About: "the driver times out after the effect happened (in doubt)",
 		arm: func(pr *prober, p *process, k int) {
@@ -567,7 +567,8 @@ type processDriver struct {
 func (d *processDriver) Set(ctx context.Context, v float64) error {
 	h, err := d.p.takeHook()
 	if err != nil {
-		return err
+		// A dead process's connection sends nothing.
+		return fmt.Errorf("%w: %w", err, actuators.ErrNotApplied)
 	}
 	if h.crash {
 		if h.applied {

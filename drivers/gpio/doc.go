@@ -53,11 +53,14 @@
 //
 // A value Set refuses (not 0 or 1 for an Output, an angle outside the
 // servo's range, NaN) returns an error wrapping ErrInvalidValue and writes
-// nothing. A failure before anything was written (a missing PWM channel, a
-// file that cannot be opened) promises the output did not change. A failure
-// of the write itself may or may not have changed the output, so it wraps
-// actuators.ErrLinkLost: the rollback engine treats the step as in doubt and
-// drives the actuator back to its prior, which is the safe reading.
+// nothing. That error, and every failure before anything was written (a
+// context already done, a missing PWM channel, a file that cannot be
+// opened), wraps actuators.ErrNotApplied: the promise that the output did
+// not change. A failure of the write itself may or may not have changed the
+// output, so it does not (it wraps actuators.ErrLinkLost, which says why):
+// the rollback engine treats the step as in doubt and drives the actuator
+// back to its prior, which is the safe reading. So is any error that makes
+// no promise, such as a wait for a PWM export that ran out of time.
 //
 // # E-stop
 //

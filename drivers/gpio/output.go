@@ -55,14 +55,15 @@ func (o *Output) level(on bool) pgpio.Level {
 }
 
 // Set switches the output: 0 off, 1 on. Any other value, NaN included, is
-// refused with ErrInvalidValue and the pin is not touched. A failed pin write
-// is in doubt (it wraps actuators.ErrLinkLost).
+// refused with ErrInvalidValue and the pin is not touched; so is a Set whose
+// ctx is already done. Those errors wrap actuators.ErrNotApplied. A failed
+// pin write is in doubt (it wraps actuators.ErrLinkLost).
 func (o *Output) Set(ctx context.Context, value float64) error {
 	if value != 0 && value != 1 {
-		return fmt.Errorf("gpio: %s: set %g: %w: must be 0 or 1", o, value, ErrInvalidValue)
+		return fmt.Errorf("gpio: %s: set %g: %w: must be 0 or 1 (%w)", o, value, ErrInvalidValue, actuators.ErrNotApplied)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("gpio: %s: set %g: %w", o, value, err)
+		return fmt.Errorf("gpio: %s: set %g: %w: %w", o, value, actuators.ErrNotApplied, err)
 	}
 	return o.drive(value == 1, "set")
 }

@@ -61,8 +61,8 @@ func TestOutputRefusesInvalidValues(t *testing.T) {
 	for _, start := range []pgpio.Level{pgpio.High, pgpio.Low} {
 		setLevel(pin, start)
 		for _, v := range []float64{0.5, 2, -1, 1.0000001, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if err := o.Set(context.Background(), v); !errors.Is(err, ErrInvalidValue) {
-				t.Errorf("Set(%g) = %v, want ErrInvalidValue", v, err)
+			if err := o.Set(context.Background(), v); !errors.Is(err, ErrInvalidValue) || !errors.Is(err, actuators.ErrNotApplied) {
+				t.Errorf("Set(%g) = %v, want ErrInvalidValue, not applied", v, err)
 			}
 			if l := pin.Read(); l != start {
 				t.Fatalf("refused Set(%g) drove the pin from %s to %s", v, start, l)
@@ -82,8 +82,8 @@ func TestOutputExpiredContextWritesNothing(t *testing.T) {
 	for _, v := range []float64{1, 0} {
 		start := pgpio.Level(v == 0) // the level Set(v) would change
 		setLevel(pin, start)
-		if err := o.Set(ctx, v); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Set(%g) with a cancelled context = %v", v, err)
+		if err := o.Set(ctx, v); !errors.Is(err, context.Canceled) || !errors.Is(err, actuators.ErrNotApplied) {
+			t.Fatalf("Set(%g) with a cancelled context = %v, want canceled, not applied", v, err)
 		}
 		if l := pin.Read(); l != start {
 			t.Fatalf("Set(%g) with a cancelled context drove the pin to %s", v, l)
@@ -133,7 +133,7 @@ func TestOutputWriteFailureIsInDoubt(t *testing.T) {
 		t.Fatal(err)
 	}
 	pin.outErr = errors.New("ioctl failed")
-	if err := o.Set(context.Background(), 1); !errors.Is(err, actuators.ErrLinkLost) {
+	if err := o.Set(context.Background(), 1); !errors.Is(err, actuators.ErrLinkLost) || errors.Is(err, actuators.ErrNotApplied) {
 		t.Fatalf("Set on a failing pin = %v, want it in doubt (ErrLinkLost)", err)
 	}
 	if err := o.Halt(); err == nil {

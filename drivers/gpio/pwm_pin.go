@@ -45,12 +45,13 @@ func OpenPinPWM(name string) (*PinPWM, error) {
 // String names the output by its pin.
 func (p *PinPWM) String() string { return "pwm pin " + p.name }
 
-// SetPulse sets the pin's PWM to width every period. A failure is in doubt
-// (it wraps actuators.ErrLinkLost): periph may have changed the pin's
-// function before failing.
+// SetPulse sets the pin's PWM to width every period. A ctx already done
+// writes nothing (the error wraps actuators.ErrNotApplied). A failure of the
+// PWM call is in doubt (it wraps actuators.ErrLinkLost): periph may have
+// changed the pin's function before failing.
 func (p *PinPWM) SetPulse(ctx context.Context, width, period time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("%s: %w: %w", p, actuators.ErrNotApplied, err)
 	}
 	d, f := DutyFor(width, period), physic.PeriodToFrequency(period)
 	if err := p.pin.PWM(d, f); err != nil {

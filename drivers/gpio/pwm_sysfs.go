@@ -198,26 +198,29 @@ func (p *SysfsPWM) Pulse() (width, period time.Duration, on bool, err error) {
 
 // SetPulse writes period, duty_cycle and enable, in an order the kernel
 // accepts (see planWrites). A channel unexported behind our back is
-// exported again. A failure before the first write changed nothing; a
-// failed write is in doubt (it wraps actuators.ErrLinkLost), and so is a
-// wait for the export that ran out of time (it wraps
-// context.DeadlineExceeded), which errs on the safe side.
+// exported again. A failure before the first write changed nothing (it
+// wraps actuators.ErrNotApplied); a failed write is in doubt (it wraps
+// actuators.ErrLinkLost), and so is a wait for the export that ran out of
+// time (ErrExportTimeout), which errs on the safe side.
 func (p *SysfsPWM) SetPulse(ctx context.Context, width, period time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("%s: %w: %w", p, actuators.ErrNotApplied, err)
 	}
 	if width < 0 || period <= 0 || width > period {
-		return fmt.Errorf("%s: %w: pulse %s in period %s", p, ErrInvalidValue, width, period)
+		return fmt.Errorf("%s: %w: pulse %s in period %s (%w)", p, ErrInvalidValue, width, period, actuators.ErrNotApplied)
 	}
 	ectx, cancel := context.WithTimeout(ctx, p.cfg.ExportTimeout)
 	err := p.export(ectx)
 	cancel()
-	if err != nil {
+	if errors.Is(err, ErrExportTimeout) {
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%w)", err, actuators.ErrNotApplied)
 	}
 	curDuty, curPeriod, on, err := p.state()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (%w)", err, actuators.ErrNotApplied)
 	}
 	steps := planWrites(curDuty, curPeriod, on, width, period)
 	for i, s := range steps {
@@ -226,7 +229,7 @@ func (p *SysfsPWM) SetPulse(ctx context.Context, width, period time.Duration) er
 			continue
 		}
 		if i == 0 && !attempted {
-			return fmt.Errorf("%s: write %s=%d: %w", p, s.file, s.v, err)
+			return fmt.Errorf("%s: write %s=%d: %w (%w)", p, s.file, s.v, err, actuators.ErrNotApplied)
 		}
 		return fmt.Errorf("%s: write %s=%d: %w (%w)", p, s.file, s.v, actuators.ErrLinkLost, err)
 	}

@@ -78,8 +78,8 @@ func (c ServoConfig) AngleFor(width time.Duration) float64 {
 // a PWM expander channel.
 type PulseOutput interface {
 	// SetPulse starts or changes the pulse train. Like actuators.Driver.Set,
-	// an error wrapping actuators.ErrLinkLost or a context error means the
-	// output may have changed; any other error promises it did not.
+	// an error wrapping actuators.ErrNotApplied promises the output did not
+	// change; any other error means it may have.
 	SetPulse(ctx context.Context, width, period time.Duration) error
 	// Detach stops the pulses.
 	Detach() error
@@ -153,14 +153,16 @@ func (s *Servo) String() string { return "servo " + s.name }
 
 // Set moves the servo to angle degrees. An angle outside the calibrated
 // range, or not finite, is refused with ErrInvalidValue and nothing is
-// written.
+// written; so is a Set whose ctx is already done. Those errors, and a
+// PulseOutput's own promise, wrap actuators.ErrNotApplied; any other
+// failure is in doubt.
 func (s *Servo) Set(ctx context.Context, angle float64) error {
 	w, err := s.cfg.PulseFor(angle)
 	if err != nil {
-		return fmt.Errorf("gpio: %s: set: %w", s, err)
+		return fmt.Errorf("gpio: %s: set: %w (%w)", s, err, actuators.ErrNotApplied)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("gpio: %s: set %g: %w", s, angle, err)
+		return fmt.Errorf("gpio: %s: set %g: %w: %w", s, angle, actuators.ErrNotApplied, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,8 +179,10 @@ func (s *Servo) Set(ctx context.Context, angle float64) error {
 	return nil
 }
 
+// inDoubt reports whether a PulseOutput error leaves the pulse unknown:
+// every error does, unless it wraps actuators.ErrNotApplied.
 func inDoubt(err error) bool {
-	return errors.Is(err, actuators.ErrLinkLost) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return !errors.Is(err, actuators.ErrNotApplied)
 }
 
 // ReadBack returns the angle the servo was last commanded to and the

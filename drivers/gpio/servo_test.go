@@ -3,6 +3,7 @@ package gpio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -136,8 +137,8 @@ func TestPinServo(t *testing.T) {
 	setPWM(pin, sentinelDuty, sentinelFreq)
 	setLevel(pin, pgpio.High)
 	for _, a := range []float64{91, -91, math.NaN(), math.Inf(1)} {
-		if err := s.Set(ctx, a); !errors.Is(err, ErrInvalidValue) {
-			t.Errorf("Set(%g) = %v, want ErrInvalidValue", a, err)
+		if err := s.Set(ctx, a); !errors.Is(err, ErrInvalidValue) || !errors.Is(err, actuators.ErrNotApplied) {
+			t.Errorf("Set(%g) = %v, want ErrInvalidValue, not applied", a, err)
 		}
 	}
 	if d, f := pwm(pin); d != sentinelDuty || f != sentinelFreq || pin.Read() != pgpio.High {
@@ -172,7 +173,7 @@ func TestPinServoFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	pin.pwmErr = errors.New("not implemented") // as periph says on a Pi 5
-	if err := s.Set(ctx, 20); !errors.Is(err, actuators.ErrLinkLost) {
+	if err := s.Set(ctx, 20); !errors.Is(err, actuators.ErrLinkLost) || errors.Is(err, actuators.ErrNotApplied) {
 		t.Fatalf("Set on a failing PWM = %v, want in doubt (ErrLinkLost)", err)
 	}
 	// The servo may be at 10, at 20 or limp: ReadBack must not report an
@@ -207,8 +208,8 @@ func TestPinServoFailures(t *testing.T) {
 	pin.pwmErr, pin.outErr = nil, nil
 	setPWM(pin.Pin, sentinelDuty, sentinelFreq)
 	setLevel(pin.Pin, pgpio.High)
-	if err := s.Set(cctx, 0); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Set with a cancelled context = %v", err)
+	if err := s.Set(cctx, 0); !errors.Is(err, context.Canceled) || !errors.Is(err, actuators.ErrNotApplied) {
+		t.Fatalf("Set with a cancelled context = %v, want canceled, not applied", err)
 	}
 	if d, f := pwm(pin.Pin); d != sentinelDuty || f != sentinelFreq || pin.Read() != pgpio.High {
 		t.Fatal("Set with a cancelled context wrote the pin")
@@ -219,6 +220,58 @@ func TestPinServoFailures(t *testing.T) {
 	}
 	if got, err := s.ReadBack(ctx); err != nil || got != 30 {
 		t.Fatalf("ReadBack after a good Set = %g, %v; want 30", got, err)
+	}
+}
+
+// scriptedPulse is a PulseOutput whose SetPulse fails with err (nil:
+// succeeds) and that cannot read its pulse back.
+type scriptedPulse struct{ err error }
+
+func (p *scriptedPulse) SetPulse(ctx context.Context, width, period time.Duration) error {
+	return p.err
+}
+func (p *scriptedPulse) Detach() error { return nil }
+
+// TestServoPulseErrorDoubt: a pulse output's failure is in doubt unless it
+// wraps actuators.ErrNotApplied. In doubt, the servo's Set says so and its
+// read-back stops reporting the angle it had; not applied, both stay.
+func TestServoPulseErrorDoubt(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		err        error
+		notApplied bool
+	}{
+		{"not applied", fmt.Errorf("channel busy, nothing written: %w", actuators.ErrNotApplied), true},
+		{"link lost", fmt.Errorf("write failed: %w", actuators.ErrLinkLost), false},
+		{"plain error", errors.New("driver bug"), false},
+		{"canceled", context.Canceled, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := &scriptedPulse{}
+			s, err := NewServo("test", out, sg90)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := s.Set(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			out.err = tt.err
+			err = s.Set(ctx, 20)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("Set = %v, want it to wrap %v", err, tt.err)
+			}
+			if got := errors.Is(err, actuators.ErrNotApplied); got != tt.notApplied {
+				t.Errorf("Set = %v: wraps ErrNotApplied %v, want %v", err, got, tt.notApplied)
+			}
+			v, rerr := s.ReadBack(ctx)
+			switch {
+			case tt.notApplied && (rerr != nil || v != 10):
+				t.Errorf("ReadBack after a Set not applied = %g, %v; want 10", v, rerr)
+			case !tt.notApplied && (rerr == nil || errors.Is(rerr, actuators.ErrNoReading)):
+				t.Errorf("ReadBack after an in-doubt Set = %g, %v; want an error that is not ErrNoReading", v, rerr)
+			}
+		})
 	}
 }
 

@@ -278,8 +278,8 @@ func TestSysfsServoBadFilesWriteNothing(t *testing.T) {
 		fakeChannel(t, chip, 0)
 		mustWrite(t, filepath.Join(chip, "pwm0", tc.file), tc.content)
 		before := dumpTree(t, root)
-		if err := s.Set(context.Background(), 0); !errors.Is(err, ErrBadSysfs) || errors.Is(err, actuators.ErrLinkLost) {
-			t.Errorf("%s=%q: Set = %v, want ErrBadSysfs and not in doubt", tc.file, tc.content, err)
+		if err := s.Set(context.Background(), 0); !errors.Is(err, ErrBadSysfs) || !errors.Is(err, actuators.ErrNotApplied) {
+			t.Errorf("%s=%q: Set = %v, want ErrBadSysfs, not applied", tc.file, tc.content, err)
 		}
 		if _, err := s.ReadBack(context.Background()); !errors.Is(err, ErrBadSysfs) {
 			t.Errorf("%s=%q: ReadBack = %v, want ErrBadSysfs", tc.file, tc.content, err)
@@ -287,6 +287,66 @@ func TestSysfsServoBadFilesWriteNothing(t *testing.T) {
 		if after := dumpTree(t, root); after != before {
 			t.Errorf("%s=%q: Set changed the tree", tc.file, tc.content)
 		}
+	}
+}
+
+// TestSysfsSetPulseDoubt: a SetPulse that fails before writing the
+// channel promises nothing changed (actuators.ErrNotApplied) and leaves the
+// tree as it was; an export that times out makes no such promise.
+func TestSysfsSetPulseDoubt(t *testing.T) {
+	const ms = time.Millisecond
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	unexport := func(t *testing.T, chip string) {
+		if err := os.RemoveAll(filepath.Join(chip, "pwm0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name       string
+		prep       func(t *testing.T, chip string)
+		ctx        context.Context
+		width      time.Duration
+		want       error
+		notApplied bool
+	}{
+		{"context done", nil, done, ms, context.Canceled, true},
+		{"width over the period", nil, nil, 25 * ms, ErrInvalidValue, true},
+		{"export refused", func(t *testing.T, chip string) {
+			unexport(t, chip)
+			if err := os.Remove(filepath.Join(chip, "export")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, ms, fs.ErrNotExist, true},
+		{"export times out", unexport, nil, ms, ErrExportTimeout, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := fakeChip(t, 0, 1)
+			chip := filepath.Join(root, "pwmchip0")
+			fakeChannel(t, chip, 0)
+			p, err := OpenSysfsPWM(SysfsConfig{Root: root, ExportTimeout: 30 * ms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.prep != nil {
+				tt.prep(t, chip)
+			}
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			before := dumpTree(t, root)
+			err = p.SetPulse(ctx, tt.width, 20*ms)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("SetPulse = %v, want %v", err, tt.want)
+			}
+			if got := errors.Is(err, actuators.ErrNotApplied); got != tt.notApplied {
+				t.Errorf("SetPulse = %v: wraps ErrNotApplied %v, want %v", err, got, tt.notApplied)
+			}
+			if after := dumpTree(t, root); tt.notApplied && after != before {
+				t.Errorf("a SetPulse not applied changed the tree:\n%s\nto\n%s", before, after)
+			}
+		})
 	}
 }
 

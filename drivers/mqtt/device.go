@@ -20,8 +20,10 @@
 // What Set returns, and what it promises (actuators.Driver):
 //
 //   - ack with ok:true for its seq: nil — the device applied the value.
-//   - ack with ok:false: a plain error — the device promises it did not
-//     move, so the engine has nothing to undo.
+//   - ack with ok:false: an error wrapping actuators.ErrNotApplied — the
+//     device promises it did not move, so the engine has nothing to undo.
+//     So does a value that is not finite, or a ctx already done: nothing is
+//     published.
 //   - no ack before ctx is done: an error wrapping context.DeadlineExceeded —
 //     in doubt (the device may have moved).
 //   - link down when Set is called, or lost while waiting: an error wrapping
@@ -413,11 +415,11 @@ func (n noReadBack) Halt() error                              { return n.d.Halt(
 // ctx is done.
 func (d *Device) Set(ctx context.Context, value float64) error {
 	if math.IsNaN(value) || math.IsInf(value, 0) {
-		return fmt.Errorf("mqtt device %s: value %v is not finite", d.name, value)
+		return fmt.Errorf("mqtt device %s: value %v is not finite: %w", d.name, value, actuators.ErrNotApplied)
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: the output did not change.
-		return fmt.Errorf("mqtt device %s: not sent: %v", d.name, err)
+		return fmt.Errorf("mqtt device %s: not sent (%v): %w", d.name, err, actuators.ErrNotApplied)
 	}
 	seq := d.seq.Add(1)
 	payload := []byte(`{"seq":` + strconv.FormatUint(seq, 10) + `,"value":` + strconv.FormatFloat(value, 'g', -1, 64) + `}`)
@@ -426,7 +428,8 @@ func (d *Device) Set(ctx context.Context, value float64) error {
 		return err
 	}
 	if !res.ok {
-		return fmt.Errorf("mqtt device %s: refused %g (seq %d): %w", d.name, value, seq, res.err)
+		// The device's promise: it did not move.
+		return fmt.Errorf("mqtt device %s: refused %g (seq %d): %w: %w", d.name, value, seq, res.err, actuators.ErrNotApplied)
 	}
 	return nil
 }

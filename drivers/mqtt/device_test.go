@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -193,11 +194,73 @@ func TestDeviceRefusedIsNotInDoubt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "motor jammed") {
 		t.Fatalf("Set: %v, want the device's refusal", err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost) {
+	if !errors.Is(err, actuators.ErrNotApplied) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost) {
 		t.Fatalf("a refusal reads as in doubt: %v", err)
 	}
 	if err := d.Halt(); err == nil || !strings.Contains(err.Error(), "motor jammed") {
 		t.Fatalf("refused Halt: %v", err)
+	}
+}
+
+// TestDeviceNotApplied checks which failed Sets promise that the device did
+// not move (actuators.ErrNotApplied): a refusal, and a Set that published
+// nothing. Anything else the device answers, or does not, is in doubt.
+func TestDeviceNotApplied(t *testing.T) {
+	b := startBroker(t)
+	f := newFakeDevice(t, b, "esp32", "dev/pump/set", "dev/pump/ack", "")
+	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		name       string
+		ack        string // the device's answer, %d the seq; "" none
+		ctx        context.Context
+		value      float64
+		published  bool
+		notApplied bool
+	}{
+		{name: "ok:false with a reason", ack: `{"seq":%d,"ok":false,"error":"out of range"}`, value: 5, published: true, notApplied: true},
+		{name: "ok:false without a reason", ack: `{"seq":%d,"ok":false}`, value: 5, published: true, notApplied: true},
+		{name: "not finite", value: math.Inf(1), notApplied: true},
+		{name: "NaN", value: math.NaN(), notApplied: true},
+		{name: "context done before sending", ctx: expired, value: 5, notApplied: true},
+		{name: "no ack", value: 5, published: true},
+		{name: "only a malformed ack", ack: `{"seq":%d,"ok":false,"why":"x"}`, value: 5, published: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f.setRespond(func(m setMsg) []string {
+				if tt.ack == "" {
+					return nil
+				}
+				return []string{fmt.Sprintf(tt.ack, m.Seq)}
+			})
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = ctxFor(t, 300*time.Millisecond)
+			}
+			before := len(f.received())
+			err := d.Set(ctx, tt.value)
+			if err == nil {
+				t.Fatal("Set succeeded")
+			}
+			if got := errors.Is(err, actuators.ErrNotApplied); got != tt.notApplied {
+				t.Errorf("Set = %v: wraps ErrNotApplied %v, want %v", err, got, tt.notApplied)
+			}
+			// A Set the device acks follows: the messages since before are
+			// this case's (if it published) and that one, in order.
+			f.setRespond(func(m setMsg) []string { return []string{fmt.Sprintf(`{"seq":%d,"ok":true}`, m.Seq)} })
+			if err := d.Set(ctxFor(t, 2*time.Second), 99); err != nil {
+				t.Fatalf("the Set after: %v", err)
+			}
+			want := 1
+			if tt.published {
+				want = 2
+			}
+			got := f.received()[before:]
+			if len(got) != want || got[len(got)-1].Value == nil || *got[len(got)-1].Value != 99 {
+				t.Errorf("published %+v; want %d message(s), the last the Set after", got, want)
+			}
+		})
 	}
 }
 
@@ -221,13 +284,13 @@ func TestDeviceNoAckIsInDoubt(t *testing.T) {
 	// A cancelled context is in doubt too, in the engine's terms.
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	if err := d.Set(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
+	if err := d.Set(ctx, 6); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrNotApplied) {
 		t.Fatalf("cancelled Set: %v", err)
 	}
 	// Before anything is sent, an expired context promises nothing moved.
 	done, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	if err := d.Set(done, 7); err == nil || errors.Is(err, context.DeadlineExceeded) {
+	if err := d.Set(done, 7); !errors.Is(err, actuators.ErrNotApplied) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Set on a dead context: %v", err)
 	}
 	if err := d.Halt(); err == nil {
@@ -278,8 +341,8 @@ func TestDeviceLinkLost(t *testing.T) {
 		return errors.Is(err, actuators.ErrLinkLost)
 	})
 	err := d.Set(ctxFor(t, time.Second), 2)
-	if !errors.Is(err, actuators.ErrLinkLost) {
-		t.Fatalf("Set with the broker gone: %v, want ErrLinkLost", err)
+	if !errors.Is(err, actuators.ErrLinkLost) || errors.Is(err, actuators.ErrNotApplied) {
+		t.Fatalf("Set with the broker gone: %v, want ErrLinkLost, in doubt", err)
 	}
 	if err := d.Halt(); !errors.Is(err, actuators.ErrLinkLost) {
 		t.Fatalf("Halt with the broker gone: %v", err)
@@ -294,8 +357,8 @@ func TestDeviceLinkLostWhileWaiting(t *testing.T) {
 	d := dialTestDevice(t, b, mqttdev.DeviceOptions{})
 	start := time.Now()
 	err := d.Set(ctxFor(t, 10*time.Second), 1)
-	if !errors.Is(err, actuators.ErrLinkLost) {
-		t.Fatalf("Set: %v, want ErrLinkLost", err)
+	if !errors.Is(err, actuators.ErrLinkLost) || errors.Is(err, actuators.ErrNotApplied) {
+		t.Fatalf("Set: %v, want ErrLinkLost, in doubt", err)
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("took %v: waited for the deadline instead of the lost link", time.Since(start))

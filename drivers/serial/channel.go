@@ -16,16 +16,24 @@ import (
 //
 //   - nil: the MCU acknowledged the SET with the value it applied, and that
 //     value is within the channel's tolerance of the one asked for.
-//   - code CodeValueRange, CodeNoChannel or CodeBusy: nothing was sent.
-//   - code CodeNak: the MCU refused and promises it changed nothing.
+//   - code CodeValueRange, CodeNoChannel or CodeBusy (wrap
+//     actuators.ErrNotApplied): nothing was sent.
+//   - code CodeNak (wraps actuators.ErrNotApplied): the MCU refused and
+//     promises it changed nothing.
 //   - code CodeNoAck (wraps context.DeadlineExceeded): no answer within the
 //     retries or before ctx was done — in doubt.
 //   - code CodeLinkLost (wraps actuators.ErrLinkLost): no session when Set
-//     was called, or the session ended while it waited — in doubt.
+//     was called, or the session ended while it waited — in doubt. A NAK
+//     NO_SESSION is one of these, not a CodeNak: the MCU sends it to any
+//     request once it has restarted or its watchdog fired, also to the
+//     retransmission of a SET it had acted on before.
 //   - code CodeMismatch (wraps actuators.ErrLinkLost): the MCU applied a
 //     value outside the tolerance, or left the output detached — the output
 //     moved, but not where asked, so the step is in doubt and must be
-//     compensated. (The engine knows only those two in-doubt markers.)
+//     compensated.
+//
+// Only the errors wrapping actuators.ErrNotApplied promise that nothing
+// changed; the engine treats every other error as in doubt.
 type Channel struct {
 	l   *Link
 	n   int
@@ -81,6 +89,7 @@ func (c *Channel) Set(ctx context.Context, value float64) error {
 	if err != nil {
 		e := *err.(*Error)
 		e.Msg = what + ": " + e.Msg + "; nothing sent"
+		e.Err = actuators.ErrNotApplied
 		return &e
 	}
 	payload, _ := SetRequest{Channel: uint8(c.n), Value: m}.AppendBinary(nil)
@@ -120,10 +129,20 @@ func (c *Channel) Halt() error {
 	return nil
 }
 
+// nakError is the error of a request the MCU answered with NAK. A NAK
+// promises that the request changed nothing, except NO_SESSION: the MCU
+// answers it to every request after a restart or its watchdog, including
+// the retransmission of one it acted on before the answer was lost, so the
+// effect is in doubt (and the MCU's outputs went to their safe values).
 func nakError(what string, payload []byte) error {
 	var n Nak
 	_ = n.UnmarshalBinary(payload) // checked on arrival
-	e := errorf(CodeNak, nil, "%s: the MCU refused: %v (detail %d); nothing changed", what, n.Code, n.Detail)
+	if n.Code == NakNoSession {
+		e := errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: the MCU has no session (it restarted, or its watchdog fired); the effect is in doubt", what)
+		e.Nak = n
+		return e
+	}
+	e := errorf(CodeNak, actuators.ErrNotApplied, "%s: the MCU refused: %v (detail %d); nothing changed", what, n.Code, n.Detail)
 	e.Nak = n
 	return e
 }

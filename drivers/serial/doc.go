@@ -20,7 +20,11 @@
 // Every request (SET, HALT, PING) carries the next sequence number and is
 // answered by the MCU with the same number: an ack carrying the channel's
 // state after the request (for SET, the value actually applied), or a NAK
-// that promises nothing changed. Up to Window requests are in flight. The
+// that promises nothing changed; a Set's error then wraps
+// actuators.ErrNotApplied. NAK NO_SESSION is the exception: the MCU sends it
+// to every request after a restart or a watchdog trip, also to the
+// retransmission of a SET it had acted on, so it ends the session and the
+// Set in doubt like a lost link. Up to Window requests are in flight. The
 // MCU takes requests strictly in order and answers a retransmitted one from
 // a small cache without acting on it again, so an unanswered request can
 // be resent (go-back-N, at most Retries times) without moving anything

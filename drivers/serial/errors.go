@@ -10,19 +10,21 @@ import (
 type Code string
 
 // Codes of errors that promise nothing was changed: the value never left the
-// host, or the MCU refused it.
+// host, or the MCU refused it. A Set's error with one of them wraps
+// actuators.ErrNotApplied.
 const (
 	CodeValueRange Code = "SERIAL_VALUE_RANGE" // not finite, or does not fit the wire encoding; nothing sent
 	CodeNoChannel  Code = "SERIAL_NO_CHANNEL"  // the MCU has no such channel; nothing sent
 	CodeBusy       Code = "SERIAL_BUSY"        // the window stayed full until the context ended; nothing sent
-	CodeNak        Code = "SERIAL_NAK"         // the MCU refused the request (Error.Nak says why); nothing changed
+	CodeNak        Code = "SERIAL_NAK"         // the MCU refused the request (Error.Nak says why); nothing changed. NAK NO_SESSION is CodeLinkLost
 )
 
-// Codes of errors that leave the effect in doubt. Their errors wrap
-// actuators.ErrLinkLost or context.DeadlineExceeded, the two markers the
-// rollback engine reads as "may have happened".
+// Codes of errors that leave the effect in doubt: they do not wrap
+// actuators.ErrNotApplied, so the rollback engine reads them as "may have
+// happened". Their errors wrap actuators.ErrLinkLost or
+// context.DeadlineExceeded, which say why.
 const (
-	CodeLinkLost Code = "SERIAL_LINK_LOST" // no session with the MCU (port gone, silent, reset, closed)
+	CodeLinkLost Code = "SERIAL_LINK_LOST" // no session with the MCU (port gone, silent, reset, closed; a NAK NO_SESSION)
 	CodeNoAck    Code = "SERIAL_NO_ACK"    // no answer within the retries or before the context ended
 	CodeMismatch Code = "SERIAL_MISMATCH"  // the MCU applied a value other than the one asked for
 )
@@ -42,12 +44,14 @@ const (
 var ErrClosed = errors.New("serial: link closed")
 
 // Error is the error type of this package: a stable Code, a message, and
-// the error it wraps (actuators.ErrLinkLost or context.DeadlineExceeded for
-// the in-doubt codes).
+// the error it wraps (actuators.ErrNotApplied for a Set that changed
+// nothing, actuators.ErrLinkLost or context.DeadlineExceeded for the
+// in-doubt codes).
 type Error struct {
 	Code Code
 	Msg  string
-	// Nak is the MCU's refusal for CodeNak.
+	// Nak is the MCU's refusal for CodeNak, and NAK NO_SESSION for a
+	// CodeLinkLost that answered a request.
 	Nak Nak
 	Err error
 }

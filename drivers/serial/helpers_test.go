@@ -165,8 +165,10 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// inDoubt is the engine's reading of a Set error: in doubt unless it
+// wraps actuators.ErrNotApplied.
 func inDoubt(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, actuators.ErrLinkLost)
+	return err != nil && !errors.Is(err, actuators.ErrNotApplied)
 }
 
 func output(m *mcu.MCU, ch int) float64 {

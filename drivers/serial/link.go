@@ -710,7 +710,7 @@ func (l *Link) call(ctx context.Context, typ Type, ch int, payload []byte, what 
 		if ch >= int(l.sess.ack.Channels) {
 			n := l.sess.ack.Channels
 			l.mu.Unlock()
-			return Frame{}, errorf(CodeNoChannel, nil, "%s: the MCU has %d channels (0..%d); nothing sent", what, n, int(n)-1)
+			return Frame{}, errorf(CodeNoChannel, actuators.ErrNotApplied, "%s: the MCU has %d channels (0..%d); nothing sent", what, n, int(n)-1)
 		}
 		if l.roomLocked() && ctx.Err() == nil {
 			break
@@ -719,7 +719,7 @@ func (l *Link) call(ctx context.Context, typ Type, ch int, payload []byte, what 
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return Frame{}, errorf(CodeBusy, nil, "%s: no room in the window before the context ended (%v); nothing sent", what, ctx.Err())
+			return Frame{}, errorf(CodeBusy, actuators.ErrNotApplied, "%s: no room in the window before the context ended (%v); nothing sent", what, ctx.Err())
 		case <-wait:
 		}
 		l.mu.Lock()

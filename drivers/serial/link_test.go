@@ -126,6 +126,48 @@ func TestNakChangesNothing(t *testing.T) {
 	}
 }
 
+// TestNoSessionNakInDoubt: the MCU acts on a SET, its answer is lost, and
+// it restarts before the retransmission, which it answers NAK NO_SESSION.
+// That NAK refuses the retransmission, not the SET it had acted on: the
+// step is in doubt, and indeed the output moved (to 60, then to its safe
+// value on the restart), never staying at its prior.
+func TestNoSessionNakInDoubt(t *testing.T) {
+	o := fourChannels()
+	// No telemetry during the test: the RESET flag it would carry ends the
+	// session too, and the NAK is what is tested here.
+	o.TelemetryPeriod = 30 * time.Second
+	cfg := fastConfig()
+	cfg.LinkTimeout = 2 * time.Second
+	cfg.AckTimeout = 100 * time.Millisecond
+	r := newRig(t, o, cfg)
+	r.ready()
+	servo := r.channel(0)
+	if err := r.set(servo, 30); err != nil {
+		t.Fatal(err)
+	}
+	r.m.DropReplies(1 << 20) // every answer is lost until the restart
+	res := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		res <- servo.Set(ctx, 60)
+	}()
+	eventually(t, "the SET acted on", func() bool { return output(r.m, 0) == 60 })
+	r.m.Reset()
+	r.m.DropReplies(0)
+	err := <-res
+	var e *serial.Error
+	if !errors.As(err, &e) || e.Nak.Code != serial.NakNoSession {
+		t.Fatalf("set answered NO_SESSION: %v, want the NAK NO_SESSION error", err)
+	}
+	if !inDoubt(err) || !errors.Is(err, actuators.ErrLinkLost) || e.Code != serial.CodeLinkLost {
+		t.Fatalf("set answered NO_SESSION: %v (code %s), want in doubt (CodeLinkLost)", err, e.Code)
+	}
+	if got := output(r.m, 0); got == 30 {
+		t.Fatalf("output back at its prior %v: the scenario did not happen", got)
+	}
+}
+
 func TestValueRefusedNothingSent(t *testing.T) {
 	r := newRig(t, fourChannels(), fastConfig())
 	r.ready()

@@ -38,7 +38,8 @@ type device struct {
 func (d *device) Name() string { return d.name }
 
 // Err returns the error the device was made with, or nil. Every Set,
-// ReadBack and Halt of such a device returns it.
+// ReadBack and Halt of such a device returns it; a Set's error also wraps
+// actuators.ErrNotApplied, since such a device never moves.
 func (d *device) Err() error { return d.err }
 
 // State returns the device's state as the world sees it, as in
@@ -55,18 +56,22 @@ func (d *device) fail(op string, value float64, err error) error {
 }
 
 // set runs one Set of value through the faults and, if they let its effect
-// happen, applies change to the world.
+// happen, applies change to the world. Its errors wrap
+// actuators.ErrNotApplied when the world was not touched: a device made with
+// an error, a value refused, a command never sent, a fault that fails
+// without effect. A hang, a lost link and a world that cannot be written
+// are in doubt.
 func (d *device) set(ctx context.Context, value float64, change func(st *state, now int64)) error {
 	if d.err != nil {
-		return d.err
+		return fmt.Errorf("%w (%w)", d.err, actuators.ErrNotApplied)
 	}
 	if !finite(value) {
-		return d.fail("set", value, fmt.Errorf("value is not finite"))
+		return d.fail("set", value, fmt.Errorf("value is not finite: %w", actuators.ErrNotApplied))
 	}
 	// A command whose deadline has already passed is never sent, as a real
 	// driver would not start a bus transaction it has no time for.
 	if err := ctx.Err(); err != nil {
-		return d.fail("set", value, err)
+		return d.fail("set", value, fmt.Errorf("not sent: %w (%w)", actuators.ErrNotApplied, err))
 	}
 	v := d.faults.onSet(value)
 	if v.apply {
@@ -202,11 +207,11 @@ func (w *World) Digital(name string, initial float64) *Digital {
 	return d
 }
 
-// Set switches the output off (0) or on (1); any other value is an error and
-// changes nothing.
+// Set switches the output off (0) or on (1); any other value is an error,
+// wrapping actuators.ErrNotApplied, and changes nothing.
 func (d *Digital) Set(ctx context.Context, value float64) error {
 	if d.err == nil && value != 0 && value != 1 {
-		return d.fail("set", value, fmt.Errorf("digital value must be 0 or 1"))
+		return d.fail("set", value, fmt.Errorf("digital value must be 0 or 1: %w", actuators.ErrNotApplied))
 	}
 	return d.set(ctx, value, func(st *state, now int64) {
 		st.commanded, st.from, st.since, st.detached = value, value, now, false

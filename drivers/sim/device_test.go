@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
 func TestServoSlew(t *testing.T) {
@@ -192,8 +194,8 @@ func TestSameNameSameDevice(t *testing.T) {
 	if d.Err() == nil || !strings.Contains(d.Err().Error(), "already has base as a servo") {
 		t.Fatalf("kind clash error = %v", d.Err())
 	}
-	if err := d.Set(context.Background(), 1); err != d.Err() {
-		t.Fatalf("Set on a clashing device = %v, want its Err", err)
+	if err := d.Set(context.Background(), 1); !errors.Is(err, d.Err()) || !errors.Is(err, actuators.ErrNotApplied) {
+		t.Fatalf("Set on a clashing device = %v, want its Err, not applied", err)
 	}
 	if err := d.Halt(); err == nil {
 		t.Fatal("Halt on a clashing device succeeded")

@@ -32,9 +32,10 @@
 //
 // Every device embeds a Faults value, so every device has the same fault
 // injection API (FailOnNth, FailAlways, FailWhen, HangNext, LoseLink, ...).
-// A Set that a fault fails leaves the world unchanged, unless the fault says
-// the effect happened anyway, which is how tests build the in-doubt steps the
-// rollback engine must handle.
+// A Set that a fault fails leaves the world unchanged and says so by
+// wrapping actuators.ErrNotApplied; a hang or a lost link is in doubt and
+// may apply the effect anyway, which is how tests build the in-doubt steps
+// the rollback engine must handle.
 //
 // Outputs driven by a duty cycle (actuators.PWM) are simulated with Setpoint.
 package sim

@@ -13,14 +13,22 @@ import (
 // failure from a real one.
 var ErrInjected = errors.New("sim: injected fault")
 
+// notApplied is the error of a Set that a fault failed without effect: it
+// wraps ErrInjected and actuators.ErrNotApplied, the promise that the
+// output did not change.
+func notApplied(fault string) error {
+	return fmt.Errorf("%w (%s): %w", ErrInjected, fault, actuators.ErrNotApplied)
+}
+
 // Faults is the fault injection every simulated device embeds. Faults can be
 // set and cleared at any time from any goroutine, also while a Set is
 // running; a Set sees the faults as they are when it starts.
 //
 // When several faults are set, a Set meets them in this order, and the first
 // that applies decides it: a lost link, FailAlways, FailWhen, FailOnNth,
-// HangNext. Faults that fail a Set leave the world unchanged; a lost link and
-// a hang may apply the effect anyway if asked to, because an in-doubt step is
+// HangNext. Faults that fail a Set leave the world unchanged, and their
+// errors wrap actuators.ErrNotApplied; a lost link and a hang may apply the
+// effect anyway if asked to, so their errors do not: an in-doubt step is
 // exactly one whose effect the caller cannot know.
 //
 // Faults affect Set. ReadBack (and a supply's Volts) fails only on a lost
@@ -41,8 +49,8 @@ type Faults struct {
 	haltFails   bool
 }
 
-// FailOnNth makes the nth Set from now fail, without effect; n = 1 is the
-// next Set. Every Set counts, including those failed by another fault. It
+// FailOnNth makes the nth Set from now fail, without effect (its error wraps
+// actuators.ErrNotApplied); n = 1 is the next Set. Every Set counts, including those failed by another fault. It
 // fires once. n <= 0 disarms it.
 func (f *Faults) FailOnNth(n int) {
 	f.mu.Lock()
@@ -50,15 +58,16 @@ func (f *Faults) FailOnNth(n int) {
 	f.nth = max(n, 0)
 }
 
-// FailAlways makes every Set fail, without effect, until Clear.
+// FailAlways makes every Set fail, without effect (wrapping
+// actuators.ErrNotApplied), until Clear.
 func (f *Faults) FailAlways() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.always = true
 }
 
-// FailWhen makes every Set whose value satisfies fail, without effect, until
-// Clear; e.g. failing only the compensation that drives a servo back to its
+// FailWhen makes every Set whose value satisfies fail, without effect
+// (wrapping actuators.ErrNotApplied), until Clear; e.g. failing only the compensation that drives a servo back to its
 // prior angle. nil removes the predicate. The predicate runs outside any lock
 // of the device, so it may call back into it.
 func (f *Faults) FailWhen(fail func(value float64) bool) {
@@ -70,7 +79,8 @@ func (f *Faults) FailWhen(fail func(value float64) bool) {
 // HangNext makes the next Set block until its context is done and then
 // return the context's error, as a driver does that never answers. If
 // applied, the effect happens anyway (at once, before the hang): the command
-// got through but its acknowledgement did not, which is the in-doubt step.
+// got through but its acknowledgement did not. Either way the error is in
+// doubt: it does not wrap actuators.ErrNotApplied.
 func (f *Faults) HangNext(applied bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -80,7 +90,7 @@ func (f *Faults) HangNext(applied bool) {
 // LoseLink makes every Set and ReadBack return actuators.ErrLinkLost until
 // RestoreLink or Clear. applied says whether each Set made meanwhile takes
 // effect anyway (the command reached the device but the reply was lost) or
-// not (the command was lost).
+// not (the command was lost); the error is in doubt either way.
 //
 // A lost link is a state of this process's connection, not of the world: it
 // is reported by Snapshot but not kept in the world file, since a restarted
@@ -148,7 +158,7 @@ func (f *Faults) onSet(value float64) verdict {
 		return verdict{err: actuators.ErrLinkLost, apply: applied}
 	case f.always:
 		f.mu.Unlock()
-		return verdict{err: fmt.Errorf("%w (FailAlways)", ErrInjected)}
+		return verdict{err: notApplied("FailAlways")}
 	case f.when == nil:
 		// The common case decides under one lock: every Set pays for it.
 		v := f.tailLocked(nthFires)
@@ -160,7 +170,7 @@ func (f *Faults) onSet(value float64) verdict {
 	when := f.when
 	f.mu.Unlock()
 	if when(value) {
-		return verdict{err: fmt.Errorf("%w (FailWhen %g)", ErrInjected, value)}
+		return verdict{err: notApplied(fmt.Sprintf("FailWhen %g", value))}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -171,7 +181,7 @@ func (f *Faults) onSet(value float64) verdict {
 // through. The caller holds f.mu.
 func (f *Faults) tailLocked(nthFires bool) verdict {
 	if nthFires {
-		return verdict{err: fmt.Errorf("%w (FailOnNth)", ErrInjected)}
+		return verdict{err: notApplied("FailOnNth")}
 	}
 	if f.hang {
 		f.hang = false

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -178,5 +179,70 @@ func TestFaultsOnFileWorldLeaveFileUnchanged(t *testing.T) {
 	w.Close()
 	if c := openWorld(t, path).Snapshot()["base"].Commanded; c != 10 {
 		t.Fatalf("file has %g after a failed Set, want 10", c)
+	}
+}
+
+// TestNotApplied checks which failed Sets promise that nothing moved
+// (actuators.ErrNotApplied) and that the promise holds; the others must
+// leave the step in doubt, whether or not their effect happened.
+func TestNotApplied(t *testing.T) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		name       string
+		arm        func(s *Servo)
+		ctx        context.Context
+		dev        string // "servo" (the default), "digital" or "clash" (made with an error)
+		value      float64
+		notApplied bool
+		moved      bool
+	}{
+		{name: "FailOnNth", arm: func(s *Servo) { s.FailOnNth(1) }, value: 30, notApplied: true},
+		{name: "FailAlways", arm: func(s *Servo) { s.FailAlways() }, value: 30, notApplied: true},
+		{name: "FailWhen", arm: func(s *Servo) { s.FailWhen(func(v float64) bool { return v == 30 }) }, value: 30, notApplied: true},
+		{name: "not finite", value: math.NaN(), notApplied: true},
+		{name: "digital neither 0 nor 1", dev: "digital", value: 0.5, notApplied: true},
+		{name: "deadline passed before sending", ctx: expired, value: 30, notApplied: true},
+		{name: "device made with an error", dev: "clash", value: 1, notApplied: true},
+		{name: "hang, not applied", arm: func(s *Servo) { s.HangNext(false) }, value: 30},
+		{name: "hang, applied", arm: func(s *Servo) { s.HangNext(true) }, value: 30, moved: true},
+		{name: "link lost, not applied", arm: func(s *Servo) { s.LoseLink(false) }, value: 30},
+		{name: "link lost, applied", arm: func(s *Servo) { s.LoseLink(true) }, value: 30, moved: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := NewMemoryWorld()
+			s, d := w.Servo("base", 10, 0), w.Digital("pump", 0)
+			if tt.arm != nil {
+				tt.arm(s)
+			}
+			ctx := tt.ctx
+			if ctx == nil {
+				c, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				defer cancel()
+				ctx = c
+			}
+			var dev interface {
+				actuators.Driver
+				State() DeviceState
+			} = s
+			switch tt.dev {
+			case "digital":
+				dev = d
+			case "clash":
+				dev = w.Digital("base", 0) // the world has base as a servo
+			}
+			before := dev.State().Commanded
+			err := dev.Set(ctx, tt.value)
+			if err == nil {
+				t.Fatal("Set succeeded")
+			}
+			if got := errors.Is(err, actuators.ErrNotApplied); got != tt.notApplied {
+				t.Errorf("Set = %v: wraps ErrNotApplied %v, want %v", err, got, tt.notApplied)
+			}
+			after := dev.State().Commanded
+			if moved := after != before; moved != tt.moved {
+				t.Errorf("commanded %g → %g: moved %v, want %v", before, after, moved, tt.moved)
+			}
+		})
 	}
 }

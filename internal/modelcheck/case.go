@@ -13,8 +13,8 @@ type Shape uint8
 const (
 	// NoFault: every step applies; the saga ends by End.
 	NoFault Shape = iota
-	// Failed: the driver reports a failure and promises the output did not
-	// change.
+	// Failed: the driver reports a failure wrapping actuators.ErrNotApplied,
+	// its promise that the output did not change.
 	Failed
 	// DoubtApplied: the driver times out after the effect happened.
 	DoubtApplied

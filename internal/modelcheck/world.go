@@ -2,7 +2,6 @@ package modelcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -128,7 +127,9 @@ type proc struct {
 	haltedAtStart bool
 }
 
-var errPowerOff = errors.New("modelcheck: the computer is off")
+// errPowerOff is what a crashed process's drivers answer: they drive
+// nothing, so the error says so.
+var errPowerOff = fmt.Errorf("modelcheck: the computer is off: %w", actuators.ErrNotApplied)
 
 // robot is the simulated world and the scripted physics of one case.
 type robot struct {
@@ -254,7 +255,7 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 	case c.kind == forwardCall && r.c.Sagas != 2 && c.step == r.c.Fault:
 		switch r.c.Shape {
 		case Failed:
-			err = errors.New("scripted: the driver refused the command")
+			err = fmt.Errorf("scripted: the driver refused the command: %w", actuators.ErrNotApplied)
 		case DoubtApplied:
 			if err = r.devs[d.name].Set(ctx, v); err == nil {
 				err = fmt.Errorf("scripted: no answer: %w", context.DeadlineExceeded)
@@ -263,7 +264,7 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 			err = fmt.Errorf("scripted: %w", actuators.ErrLinkLost)
 		}
 	case c.kind == compCall && r.c.CompFail&(1<<uint(c.step-1)) != 0 && c.saga == 1:
-		err = errors.New("scripted: the compensation was refused")
+		err = fmt.Errorf("scripted: the compensation was refused: %w", actuators.ErrNotApplied)
 	default:
 		err = r.devs[d.name].Set(ctx, v)
 	}
