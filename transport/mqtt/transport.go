@@ -64,7 +64,7 @@ type Transport struct {
 	h          Handler
 	log        *slog.Logger
 	client     paho.Client
-	estop      paho.Client // the e-stop topics' own connection
+	estop      paho.Client   // the e-stop topics' own connection
 	estopSubd  chan struct{} // closed after the e-stop connection's first subscription
 	estopOnce  sync.Once
 	out        chan outbound
