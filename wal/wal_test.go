@@ -315,8 +315,10 @@ func tidwallPhantoms(t *testing.T) {
 // A record nobody waits for is written within FlushDelay, and a Sync or an
 // Append carries it in its own batch before that.
 func TestEnqueueFlushesLazily(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, wal.Options{FlushDelay: 20 * time.Millisecond})
+	// A FlushDelay far longer than the test for the batching part: on a
+	// loaded machine (the race detector, a busy CI) 20 ms can pass between
+	// two calls, and the timer's flush would split the batch.
+	l := mustOpen(t, t.TempDir(), wal.Options{FlushDelay: time.Hour})
 	defer l.Close()
 	seq, err := l.Enqueue(1, []byte("outcome"))
 	if err != nil {
@@ -331,9 +333,11 @@ func TestEnqueueFlushesLazily(t *testing.T) {
 	if st := l.Stats(); st.Batches != 1 || l.DurableSeq() != seq+1 {
 		t.Fatalf("outcome and intent in %d batches (durable %d), want one batch", st.Batches, l.DurableSeq())
 	}
-	seq, _ = l.Enqueue(1, []byte("late outcome"))
+	lazy := mustOpen(t, t.TempDir(), wal.Options{FlushDelay: 20 * time.Millisecond})
+	defer lazy.Close()
+	seq, _ = lazy.Enqueue(1, []byte("late outcome"))
 	deadline := time.Now().Add(5 * time.Second)
-	for l.DurableSeq() < seq {
+	for lazy.DurableSeq() < seq {
 		if time.Now().After(deadline) {
 			t.Fatal("a lone enqueued record was never written")
 		}
