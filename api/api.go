@@ -17,13 +17,15 @@
 // DecodeRequest is strict, because a command that moves an arm must mean one
 // thing: one JSON object, valid UTF-8, case-sensitive keys, no unknown,
 // duplicate or null fields, no field the op does not use, integers written
-// as plain integers. json.Unmarshal into a struct cannot say that: it keeps
-// the last of duplicate keys ({"value":1,"value":900} would pass as 900) and
-// matches keys case-insensitively ("Value" would be value). So the decoder
-// walks the object's tokens itself, keeps at most one value per known field
-// and judges each number from its literal. When a request is refused,
-// DecodeRequest still returns the id and agent it could salvage, so the
-// refusal can be addressed.
+// as plain integers, no string written with a lone UTF-16 surrogate escape.
+// json.Unmarshal into a struct cannot say that: it keeps the last of
+// duplicate keys ({"value":1,"value":900} would pass as 900), matches keys
+// case-insensitively ("Value" would be value) and reads "\ud800" as U+FFFD
+// (so ids "\ud800" and "\ufffd" would be one id). So the decoder walks the
+// object's tokens itself, keeps at most one value per known field, judges
+// each number from its literal and each string's escapes from the bytes
+// the client sent. When a request is refused, DecodeRequest still returns
+// the id and agent it could salvage, so the refusal can be addressed.
 package api
 
 import (
@@ -204,10 +206,13 @@ func (k kind) String() string {
 
 // raw is one known field as found in the payload: how often its key
 // appeared and its first value (a string's text or a number's literal).
+// lone marks a string whose literal holds a lone surrogate escape: its
+// text is not what the client wrote, so it must not even be salvaged.
 type raw struct {
 	n    int
 	kind kind
 	text string
+	lone bool
 }
 
 // DecodeRequest decodes and validates one request payload. maxBytes bounds
@@ -245,20 +250,21 @@ func DecodeRequest(payload []byte, maxBytes int) (Request, *Error) {
 }
 
 // scanObject walks the payload's tokens: exactly one JSON object whose
-// values are scalars, keys known and unique. It stores known fields in rs
+// values are scalars, keys known and unique, no string (key or value, at
+// any depth) holding a lone surrogate escape. It stores known fields in rs
 // (so memory stays bounded by the field count, whatever the payload holds)
 // and keeps walking after a bad field, to salvage an id and agent that come
 // later; only a syntax error stops it.
 func scanObject(payload []byte, rs *[numFields]raw) *Error {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber() // numbers as their literal: overflow and fractions are ours to judge
+	t := tokens{dec: json.NewDecoder(bytes.NewReader(payload)), payload: payload}
+	t.dec.UseNumber() // numbers as their literal: overflow and fractions are ours to judge
 	syntax := func(err error) *Error {
 		if err == io.EOF {
 			return badRequest("", "request ends inside the JSON object")
 		}
 		return badRequest("", "request is not valid JSON: %v", err)
 	}
-	tok, err := dec.Token()
+	tok, _, err := t.next()
 	if err == io.EOF {
 		return badRequest("", "empty request: want a JSON object")
 	}
@@ -270,20 +276,30 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 		return badRequest("", "request is %s: want a JSON object", k)
 	}
 	var first *Error
-	for dec.More() {
-		tok, err := dec.Token()
+	for t.dec.More() {
+		tok, lit, err := t.next()
 		if err != nil {
 			return syntax(err)
 		}
 		key, _ := tok.(string) // in key position Token yields only strings
-		if tok, err = dec.Token(); err != nil {
+		if esc := loneSurrogate(lit); esc != "" && first == nil {
+			first = badRequest(clip(key), "key %q holds %s, a lone UTF-16 surrogate escape: it stands for no character", clip(key), esc)
+		}
+		if tok, lit, err = t.next(); err != nil {
 			return syntax(err)
 		}
 		k, text := classify(tok)
-		if k == kObject || k == kArray {
-			if err := skipNested(dec); err != nil {
+		esc := ""
+		switch k {
+		case kString:
+			esc = loneSurrogate(lit)
+		case kObject, kArray:
+			if esc, err = t.skipNested(); err != nil {
 				return syntax(err)
 			}
+		}
+		if esc != "" && first == nil {
+			first = badRequest(key, "field %q holds %s, a lone UTF-16 surrogate escape: it stands for no character", clip(key), esc)
 		}
 		i := fieldIndex(key)
 		switch {
@@ -297,36 +313,122 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 				first = badRequest(key, "field %q appears more than once", key)
 			}
 		default:
-			rs[i] = raw{n: 1, kind: k, text: text}
+			rs[i] = raw{n: 1, kind: k, text: text, lone: esc != ""}
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	if _, _, err := t.next(); err != nil { // the closing brace
 		return syntax(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, _, err := t.next(); err != io.EOF {
 		return badRequest("", "data after the JSON object")
 	}
 	return first
 }
 
-// skipNested consumes the rest of an object or array whose opening delimiter
-// was just read. No recursion: depth is a counter, and the decoder itself
-// refuses absurd nesting.
-func skipNested(dec *json.Decoder) error {
+// tokens walks a payload's JSON tokens and hands each one over with its
+// literal, the payload bytes it was read from, so a string can be judged
+// by what the client wrote and not only by what encoding/json made of it.
+type tokens struct {
+	dec     *json.Decoder
+	payload []byte
+}
+
+// next returns the next token and the payload bytes from the end of the
+// previous token to the end of this one: any whitespace, ':' or ',' the
+// decoder skipped, then the token's literal.
+func (t *tokens) next() (json.Token, []byte, error) {
+	start := t.dec.InputOffset()
+	tok, err := t.dec.Token()
+	return tok, t.payload[start:t.dec.InputOffset()], err
+}
+
+// skipNested consumes the rest of an object or array whose opening
+// delimiter was just read, and returns the first lone surrogate escape in
+// its strings, if any. No recursion: depth is a counter, and the decoder
+// itself refuses absurd nesting.
+func (t *tokens) skipNested() (string, error) {
+	esc := ""
 	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
+		tok, lit, err := t.next()
 		if err != nil {
-			return err
+			return "", err
 		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
 				depth++
 			} else {
 				depth--
 			}
+		case string:
+			if esc == "" {
+				esc = loneSurrogate(lit)
+			}
 		}
 	}
-	return nil
+	return esc, nil
+}
+
+// loneSurrogate returns the first lone surrogate escape in the JSON string
+// literal that starts at the first '"' of lit ("" when there is none): a
+// \uD800-\uDBFF not followed at once by a \uDC00-\uDFFF escape, or a
+// \uDC00-\uDFFF not preceded by one. encoding/json turns such an escape
+// into U+FFFD, so "\ud800" and "\ufffd" would decode to the same string;
+// the decoder refuses it instead, and every string keeps the characters its
+// sender wrote. The literal has already passed the JSON decoder, so its
+// escapes are well formed; an escaped backslash ("\\ud800": a backslash,
+// then the letters ud800) is skipped whole and is not an escape of u.
+func loneSurrogate(lit []byte) string {
+	i := bytes.IndexByte(lit, '"')
+	if i < 0 {
+		return ""
+	}
+	for i++; i < len(lit); i++ {
+		switch lit[i] {
+		case '"':
+			return "" // the closing quote
+		case '\\':
+			u, ok := escapedUnit(lit, i)
+			if !ok { // \" \\ \/ \b \f \n \r \t: two bytes
+				i++
+				continue
+			}
+			switch {
+			case u >= 0xD800 && u <= 0xDBFF:
+				if lo, ok := escapedUnit(lit, i+6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					i += 11 // a pair: one character, twelve bytes
+					continue
+				}
+				return string(lit[i : i+6])
+			case u >= 0xDC00 && u <= 0xDFFF:
+				return string(lit[i : i+6])
+			}
+			i += 5
+		}
+	}
+	return ""
+}
+
+// escapedUnit reads the UTF-16 code unit of a \uXXXX escape at lit[i:].
+func escapedUnit(lit []byte, i int) (uint16, bool) {
+	if i+6 > len(lit) || lit[i] != '\\' || lit[i+1] != 'u' {
+		return 0, false
+	}
+	var u uint16
+	for _, c := range lit[i+2 : i+6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		u = u<<4 | uint16(c)
+	}
+	return u, true
 }
 
 func classify(tok json.Token) (kind, string) {
@@ -350,10 +452,10 @@ func classify(tok json.Token) (kind, string) {
 
 func salvage(rs *[numFields]raw) Request {
 	var r Request
-	if f := rs[fID]; f.n == 1 && f.kind == kString && checkText(f.text, MaxIDBytes) == "" {
+	if f := rs[fID]; f.n == 1 && f.kind == kString && !f.lone && checkText(f.text, MaxIDBytes) == "" {
 		r.ID = f.text
 	}
-	if f := rs[fAgent]; f.n == 1 && f.kind == kString && ValidName(f.text) == nil {
+	if f := rs[fAgent]; f.n == 1 && f.kind == kString && !f.lone && ValidName(f.text) == nil {
 		r.Agent = f.text
 	}
 	return r
@@ -453,6 +555,10 @@ func str(rs *[numFields]raw, f, min, max int) (string, *Error) {
 // checkText says what is wrong with a string field's text, or "".
 // Printable means unicode.IsPrint: no control or format characters, and no
 // space but U+0020, so an id or reason cannot forge a line in a log.
+// U+FFFD, the replacement character, is printable (a symbol) and passes
+// like any other: sent as UTF-8 or as the escape "\ufffd" it is one
+// character, and since the decoder refuses lone surrogate escapes and
+// invalid UTF-8, it can only reach a field when the client sent it.
 func checkText(s string, max int) string {
 	if len(s) > max {
 		return fmt.Sprintf("is %d bytes, over the limit of %d", len(s), max)

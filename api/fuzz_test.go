@@ -1,25 +1,34 @@
 package api
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // FuzzDecodeRequest: whatever arrives on the cmd topic, DecodeRequest never
 // panics; a refusal has a listed code and a message, and salvages only a
 // valid id and agent; an accepted request re-encodes and decodes to itself,
-// and its agent routes to exactly one topic level.
+// and its agent routes to exactly one topic level. A payload with a lone
+// surrogate escape in a string is never accepted, and an accepted one with
+// such an escape spliced into its id is refused on the id.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, c := range badCases {
 		if len(c.payload) <= DefaultMaxRequestBytes {
 			f.Add([]byte(c.payload))
 		}
 	}
+	for _, c := range surrogateCases {
+		f.Add([]byte(replace(`"id":"c1"`, `"id":"`+c.lit+`"`)))
+	}
 	f.Add([]byte(step))
 	f.Add([]byte(`{"id":"1","agent":"me","op":"hello","ttl_ms":5000}`))
 	f.Add([]byte(`{"id":"6","agent":"me","op":"abort","lease":"L9","epoch":42,"saga":5,"reason":"x"}`))
 	f.Add([]byte(`{"id":"9","agent":"ops","op":"reset","token":"s3cret"}`))
 	f.Add([]byte(`{"id":"4","agent":"me","op":"step","lease":"L","epoch":1,"saga":1,"actuator":"e","value":-0,"deadline_ms":1}`))
+	f.Add([]byte(`{"id":"\ud83d\ude00\\ud800\ufffd` + "\ufffd" + `","agent":"me","op":"halt","reason":"\\\ud800\udc00"}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		r, err := DecodeRequest(payload, 0)
 		if err != nil {
@@ -38,6 +47,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
+		if esc := oracleLoneSurrogate(payload); esc {
+			t.Fatalf("accepted %q, which holds a lone surrogate escape, as %+v", payload, r)
+		}
 		if ValidName(r.Agent) != nil || strings.ContainsAny(r.Agent, "/+#") {
 			t.Fatalf("accepted agent %q does not route", r.Agent)
 		}
@@ -49,5 +61,73 @@ func FuzzDecodeRequest(f *testing.F) {
 		if derr != nil || back != r {
 			t.Fatalf("%+v encoded as %s decoded to %+v, %v", r, b, back, derr)
 		}
+		// Splice escapes into the id of the re-encoded request: a lone
+		// surrogate is refused on the id (which is then not salvaged),
+		// a pair is one more character.
+		const head = `{"id":"`
+		if !strings.HasPrefix(string(b), head) {
+			t.Fatalf("encoded request %s does not start with its id", b)
+		}
+		splice := func(esc string) []byte { return []byte(head + esc + string(b[len(head):])) }
+		for _, esc := range []string{`\ud800`, `\uDFFF`, `\ud83d\ud83d`, `\\\ud800`} {
+			got, err := DecodeRequest(splice(esc), 0)
+			if err == nil || err.Code != CodeBadRequest || err.Field != "id" || got != (Request{Agent: r.Agent}) {
+				t.Fatalf("id spliced with %s: %+v, %+v", esc, got, err)
+			}
+		}
+		got, perr := DecodeRequest(splice(`\ud83d\ude00`), 0)
+		want := r
+		want.ID = "😀" + r.ID
+		if len(want.ID) <= MaxIDBytes && (perr != nil || got != want) || len(want.ID) > MaxIDBytes && (perr == nil || perr.Field != "id") {
+			t.Fatalf("id spliced with a pair: %+v, %v", got, perr)
+		}
 	})
+}
+
+// oracleLoneSurrogate is the fuzz target's own judge of a payload, built
+// differently from the decoder's: one pass over the whole payload turns
+// each string literal into UTF-16 code units (an escape gives its unit,
+// any other character a placeholder) and asks unicode/utf16 whether they
+// survive decoding. Only meaningful for valid JSON.
+func oracleLoneSurrogate(payload []byte) bool {
+	var units []uint16
+	in := false
+	for i := 0; i < len(payload); {
+		c := payload[i]
+		switch {
+		case !in:
+			in = c == '"'
+			units = units[:0]
+			i++
+		case c == '"':
+			if !slices.Equal(utf16.Encode(utf16.Decode(units)), units) {
+				return true
+			}
+			in = false
+			i++
+		case c == '\\' && i+1 < len(payload) && payload[i+1] == 'u' && i+6 <= len(payload):
+			var u uint16
+			for _, h := range payload[i+2 : i+6] {
+				u <<= 4
+				switch {
+				case h >= '0' && h <= '9':
+					u |= uint16(h - '0')
+				case h >= 'a' && h <= 'f':
+					u |= uint16(h-'a') + 10
+				case h >= 'A' && h <= 'F':
+					u |= uint16(h-'A') + 10
+				}
+			}
+			units = append(units, u)
+			i += 6
+		case c == '\\':
+			units = append(units, 'x')
+			i += 2
+		default:
+			_, n := utf8.DecodeRune(payload[i:])
+			units = append(units, 'x')
+			i += n
+		}
+	}
+	return false
 }
