@@ -26,6 +26,15 @@
 // each number from its literal and each string's escapes from the bytes
 // the client sent. When a request is refused, DecodeRequest still returns
 // the id and agent it could salvage, so the refusal can be addressed.
+//
+// # Replies and events
+//
+// EncodeReply, EncodeEvent and EncodeStatus write what the supervisor
+// publishes. A transport whose packets are bounded (an MQTT broker's
+// maximum packet size) uses EncodeReplyMax and EncodeEventMax instead:
+// byte for byte the same output when it fits, and otherwise a smaller one
+// that keeps the reply's id, ok and code and the report's verdict, counts
+// every step and lists as many as fit (see ReportJSON).
 package api
 
 import (
@@ -691,6 +700,12 @@ func marshal(v any) ([]byte, error) {
 // false) always carries Code, one of Codes, and Message. Optional fields are
 // omitted when zero; a pointer is set exactly when the value means something
 // (a step's value 0 is a value).
+//
+// A transport whose packets are bounded encodes it with EncodeReplyMax,
+// which keeps ID, OK and Code and shrinks the rest to fit: a long Message
+// is clipped (ending in "…"), a Report is summarised (see ReportJSON), and
+// a Status too large is replaced by {"ready","halted","truncated":true,
+// "message"}, which points the client to the HTTP status endpoint.
 type Reply struct {
 	ID      string `json:"id"` // the request's id; "" when none could be read
 	OK      bool   `json:"ok"`
@@ -718,6 +733,17 @@ type Reply struct {
 }
 
 // ReportJSON is a RollbackReport on the wire (rollback.Report).
+//
+// A report too large for the transport's packets (EncodeReplyMax,
+// EncodeEventMax) is summarised: Truncated is true, StepsTotal and Buckets
+// count every step of the unwind, StepsOmitted says how many are not listed,
+// and Steps lists the others, still in unwind order. The steps kept are,
+// first, those not compensated, in unwind order (the first problem is
+// usually the cause; a halt's first unresolved steps are the latest
+// commands, where the robot stands), then the compensated ones from the
+// last unwound backwards (an actuator's last compensation is where it was
+// left); texts may be clipped (ending in "…"). The verdict is always the
+// verdict of every step, never of the steps listed.
 type ReportJSON struct {
 	Saga      uint64 `json:"saga"`
 	Agent     string `json:"agent"`
@@ -726,9 +752,17 @@ type ReportJSON struct {
 	Recovered bool   `json:"recovered,omitempty"`
 	// Verdict is "clean" or "partial". EncodeReply and EncodeEvent derive
 	// it from the steps' buckets again, so no hand-built report can
-	// publish "clean" for a partial unwind.
-	Verdict string       `json:"verdict"`
-	Steps   []StepReport `json:"steps"` // in unwind order; [] when nothing moved
+	// publish "clean" for a partial unwind; for a summarised report, from
+	// Buckets too: "clean" only if they count every one of StepsTotal
+	// steps as compensated.
+	Verdict string `json:"verdict"`
+	// Truncated marks a summarised report; the three fields after it are
+	// set only then.
+	Truncated    bool           `json:"truncated,omitempty"`
+	StepsTotal   int            `json:"steps_total,omitempty"`   // the steps of the whole unwind
+	StepsOmitted int            `json:"steps_omitted,omitempty"` // the steps not in Steps
+	Buckets      map[string]int `json:"buckets,omitempty"`       // the steps per bucket, all of them; "other": a bucket rollback does not define, or unknown
+	Steps        []StepReport   `json:"steps"`                   // in unwind order; [] when nothing moved
 }
 
 // StepReport is one step of a ReportJSON.
@@ -860,15 +894,38 @@ func sanitizeReport(in *ReportJSON) *ReportJSON {
 	}
 	out := *in
 	out.Steps = make([]StepReport, len(in.Steps))
-	out.Verdict = "clean"
 	for i, s := range in.Steps {
 		s.Prior, s.Target = finitePtr(s.Prior), finitePtr(s.Target)
-		if s.Bucket != string(rollback.Compensated) {
-			out.Verdict = "partial"
-		}
 		out.Steps[i] = s
 	}
+	out.Verdict = "partial"
+	if clean(&out) {
+		out.Verdict = "clean"
+	}
 	return &out
+}
+
+// clean says whether a report may read "clean": every step listed is
+// compensated and, if it is a summary (or claims any of a summary's
+// fields), its counts account for every one of its steps as compensated.
+// A summary whose counts do not add up is partial: when unsure, the wire
+// says "look at the robot".
+func clean(r *ReportJSON) bool {
+	for _, s := range r.Steps {
+		if s.Bucket != string(rollback.Compensated) {
+			return false
+		}
+	}
+	if !r.Truncated && r.StepsTotal == 0 && r.StepsOmitted == 0 && r.Buckets == nil {
+		return true
+	}
+	for b, n := range r.Buckets {
+		if n < 0 || b != string(rollback.Compensated) && n != 0 {
+			return false
+		}
+	}
+	return r.StepsOmitted >= 0 && r.StepsTotal == len(r.Steps)+r.StepsOmitted &&
+		r.Buckets[string(rollback.Compensated)] == r.StepsTotal
 }
 
 // mustMarshal encodes v, whose types (strings, integers, bools, floats
@@ -946,11 +1003,13 @@ const (
 )
 
 // EncodeEvent encodes an event with the same guarantees as EncodeReply.
-func EncodeEvent(e Event) []byte {
+func EncodeEvent(e Event) []byte { return mustMarshal(sanitizeEvent(e)) }
+
+func sanitizeEvent(e Event) Event {
 	if e.Reply != nil {
 		r := sanitizeReply(*e.Reply)
 		e.Reply = &r
 	}
 	e.Report = sanitizeReport(e.Report)
-	return mustMarshal(e)
+	return e
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -130,4 +131,89 @@ func oracleLoneSurrogate(payload []byte) bool {
 		}
 	}
 	return false
+}
+
+// FuzzEncodeMax: for any report (any number of steps up to 2000, any
+// buckets, errors and texts), any reply around it and any bound, the
+// bounded encoders never exceed the bound, always give valid JSON, give
+// EncodeReply's or EncodeEvent's bytes when those fit, are a fixed point of
+// decoding and encoding, and at MinEncodeBytes and above keep a valid id,
+// ok, code and the report's verdict and counts over every step.
+func FuzzEncodeMax(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4}, uint16(1000), int32(512), "8", "", true, false)
+	f.Add([]byte{4, 4, 4, 0}, uint16(5), int32(1024), "c1", "wrist: driver error", false, false)
+	f.Add([]byte{0}, uint16(2000), int32(65536), `"""`, strings.Repeat("é", 300), false, false)
+	f.Add([]byte{5, 6, 200, 17}, uint16(300), int32(4096), "x", "m", true, true)
+	f.Add([]byte{}, uint16(0), int32(0), "", "", false, false)
+	f.Add([]byte{1, 255}, uint16(77), int32(300), strings.Repeat("i", MaxIDBytes), "…", true, false)
+	f.Fuzz(func(t *testing.T, seed []byte, n uint16, max32 int32, id, msg string, ok, status bool) {
+		if len(seed) == 0 {
+			seed = []byte{0}
+		}
+		id, msg = strings.ToValidUTF8(id, "?"), strings.ToValidUTF8(msg, "?")
+		max := int(max32)
+		buckets := []string{"compensated", "fallback_safe", "compensation_failed", "orphaned", "unresolved", "not a bucket", ""}
+		rep := &ReportJSON{Saga: uint64(len(seed)), Agent: "arm-ctl", Reason: msg, Order: "retrace", Steps: []StepReport{}}
+		for i := range int(n) % 2001 {
+			b := seed[i%len(seed)]
+			s := StepReport{Step: uint32(int(n) - i), Actuator: actuators[int(b)%len(actuators)], Prior: ptr(float64(b)), Target: ptr(float64(i)),
+				Outcome: "applied", Bucket: buckets[int(b)%len(buckets)], Attempts: uint32(b % 4)}
+			if b%3 == 0 {
+				s.Error = strings.Repeat("e", int(b))
+			}
+			rep.Steps = append(rep.Steps, s)
+		}
+		r := Reply{ID: id, OK: ok, Saga: rep.Saga, Message: msg}
+		if !ok {
+			r.Code = Codes[int(seed[0])%len(Codes)].Code
+		}
+		switch {
+		case status:
+			r.Status = mustMarshal(map[string]any{"ready": ok, "halted": seed[0]%2 == 0, "note": msg, "steps": rep.Steps})
+		case seed[0]%4 != 1:
+			r.Report = rep
+		}
+		checkReply(t, r, max)
+
+		// The same report as a rollback event, and the reply as a reply event.
+		full := EncodeEvent(Event{Kind: EventRollback, Report: rep})
+		got := EncodeEventMax(Event{Kind: EventRollback, Report: rep}, max)
+		if max > 0 && len(got) > max || got == nil && (max <= 0 || max >= MinEncodeBytes) {
+			t.Fatalf("rollback event of %d bytes for max %d", len(got), max)
+		}
+		if got != nil {
+			if (max <= 0 || len(full) <= max) && !bytes.Equal(got, full) {
+				t.Fatal("the rollback event fits, yet differs")
+			}
+			var back Event
+			decodeStrict(t, got, &back)
+			if !bytes.Equal(EncodeEvent(back), got) {
+				t.Fatalf("EncodeEvent of the decoding differs: %.300s", got)
+			}
+			checkSummary(t, back.Report, sanitizeReport(rep))
+		}
+		full = EncodeEvent(Event{Kind: EventReply, Reply: &r})
+		got = EncodeEventMax(Event{Kind: EventReply, Reply: &r}, max)
+		if max > 0 && len(got) > max || got == nil && (max <= 0 || max >= MinEncodeBytes) {
+			t.Fatalf("reply event of %d bytes for max %d", len(got), max)
+		}
+		if got != nil {
+			if (max <= 0 || len(full) <= max) && !bytes.Equal(got, full) {
+				t.Fatal("the reply event fits, yet differs")
+			}
+			var back Event
+			decodeStrict(t, got, &back)
+			if !bytes.Equal(EncodeEvent(back), got) || back.Reply == nil {
+				t.Fatalf("EncodeEvent of the decoding differs: %.300s", got)
+			}
+			whole := sanitizeReply(r)
+			if max >= MinEncodeBytes && checkText(id, MaxIDBytes) == "" &&
+				(back.Reply.ID != whole.ID || back.Reply.OK != whole.OK || back.Reply.Code != whole.Code) {
+				t.Fatalf("reply event lost id, ok or code: %.300s", got)
+			}
+			if whole.Report != nil && back.Reply.Report != nil {
+				checkSummary(t, back.Reply.Report, whole.Report)
+			}
+		}
+	})
 }
