@@ -200,6 +200,12 @@ func checkReplyFull(t testing.TB, r Reply, full []byte, max int) []byte {
 		t.Fatalf("EncodeReply of the decoding differs:\n%.300s\n%.300s", re, got)
 	}
 	idFits := checkText(r.ID, MaxIDBytes) == ""
+	if bytes.Equal(got, mustMarshal(replyTooLarge(max))) { // step 7: the id did not fit
+		if idFits && max >= MinEncodeBytes {
+			t.Fatalf("max %d: the last resort for id %q", max, r.ID)
+		}
+		return got
+	}
 	if idFits && max >= MinEncodeBytes || back.ID != "" {
 		if back.ID != whole.ID || back.OK != whole.OK || back.Code != whole.Code {
 			t.Fatalf("id/ok/code %q %v %s, want %q %v %s", back.ID, back.OK, back.Code, whole.ID, whole.OK, whole.Code)

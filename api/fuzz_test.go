@@ -146,6 +146,7 @@ func FuzzEncodeMax(f *testing.F) {
 	f.Add([]byte{5, 6, 200, 17}, uint16(300), int32(4096), "x", "m", true, true)
 	f.Add([]byte{}, uint16(0), int32(0), "", "", false, false)
 	f.Add([]byte{1, 255}, uint16(77), int32(300), strings.Repeat("i", MaxIDBytes), "…", true, false)
+	f.Add([]byte("1"), uint16(77), int32(171), strings.Repeat("0", 108), "\x01", false, false) // step 7: the id does not fit
 	f.Fuzz(func(t *testing.T, seed []byte, n uint16, max32 int32, id, msg string, ok, status bool) {
 		if len(seed) == 0 {
 			seed = []byte{0}
