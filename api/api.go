@@ -17,13 +17,24 @@
 // DecodeRequest is strict, because a command that moves an arm must mean one
 // thing: one JSON object, valid UTF-8, case-sensitive keys, no unknown,
 // duplicate or null fields, no field the op does not use, integers written
-// as plain integers. json.Unmarshal into a struct cannot say that: it keeps
-// the last of duplicate keys ({"value":1,"value":900} would pass as 900) and
-// matches keys case-insensitively ("Value" would be value). So the decoder
-// walks the object's tokens itself, keeps at most one value per known field
-// and judges each number from its literal. When a request is refused,
-// DecodeRequest still returns the id and agent it could salvage, so the
-// refusal can be addressed.
+// as plain integers, no string written with a lone UTF-16 surrogate escape.
+// json.Unmarshal into a struct cannot say that: it keeps the last of
+// duplicate keys ({"value":1,"value":900} would pass as 900), matches keys
+// case-insensitively ("Value" would be value) and reads "\ud800" as U+FFFD
+// (so ids "\ud800" and "\ufffd" would be one id). So the decoder walks the
+// object's tokens itself, keeps at most one value per known field, judges
+// each number from its literal and each string's escapes from the bytes
+// the client sent. When a request is refused, DecodeRequest still returns
+// the id and agent it could salvage, so the refusal can be addressed.
+//
+// # Replies and events
+//
+// EncodeReply, EncodeEvent and EncodeStatus write what the supervisor
+// publishes. A transport whose packets are bounded (an MQTT broker's
+// maximum packet size) uses EncodeReplyMax and EncodeEventMax instead:
+// byte for byte the same output when it fits, and otherwise a smaller one
+// that keeps the reply's id, ok and code and the report's verdict, counts
+// every step and lists as many as fit (see ReportJSON).
 package api
 
 import (
@@ -204,10 +215,13 @@ func (k kind) String() string {
 
 // raw is one known field as found in the payload: how often its key
 // appeared and its first value (a string's text or a number's literal).
+// lone marks a string whose literal holds a lone surrogate escape: its
+// text is not what the client wrote, so it must not even be salvaged.
 type raw struct {
 	n    int
 	kind kind
 	text string
+	lone bool
 }
 
 // DecodeRequest decodes and validates one request payload. maxBytes bounds
@@ -245,20 +259,21 @@ func DecodeRequest(payload []byte, maxBytes int) (Request, *Error) {
 }
 
 // scanObject walks the payload's tokens: exactly one JSON object whose
-// values are scalars, keys known and unique. It stores known fields in rs
+// values are scalars, keys known and unique, no string (key or value, at
+// any depth) holding a lone surrogate escape. It stores known fields in rs
 // (so memory stays bounded by the field count, whatever the payload holds)
 // and keeps walking after a bad field, to salvage an id and agent that come
 // later; only a syntax error stops it.
 func scanObject(payload []byte, rs *[numFields]raw) *Error {
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.UseNumber() // numbers as their literal: overflow and fractions are ours to judge
+	t := tokens{dec: json.NewDecoder(bytes.NewReader(payload)), payload: payload}
+	t.dec.UseNumber() // numbers as their literal: overflow and fractions are ours to judge
 	syntax := func(err error) *Error {
 		if err == io.EOF {
 			return badRequest("", "request ends inside the JSON object")
 		}
 		return badRequest("", "request is not valid JSON: %v", err)
 	}
-	tok, err := dec.Token()
+	tok, _, err := t.next()
 	if err == io.EOF {
 		return badRequest("", "empty request: want a JSON object")
 	}
@@ -270,20 +285,30 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 		return badRequest("", "request is %s: want a JSON object", k)
 	}
 	var first *Error
-	for dec.More() {
-		tok, err := dec.Token()
+	for t.dec.More() {
+		tok, lit, err := t.next()
 		if err != nil {
 			return syntax(err)
 		}
 		key, _ := tok.(string) // in key position Token yields only strings
-		if tok, err = dec.Token(); err != nil {
+		if esc := loneSurrogate(lit); esc != "" && first == nil {
+			first = badRequest(clip(key), "key %q holds %s, a lone UTF-16 surrogate escape: it stands for no character", clip(key), esc)
+		}
+		if tok, lit, err = t.next(); err != nil {
 			return syntax(err)
 		}
 		k, text := classify(tok)
-		if k == kObject || k == kArray {
-			if err := skipNested(dec); err != nil {
+		esc := ""
+		switch k {
+		case kString:
+			esc = loneSurrogate(lit)
+		case kObject, kArray:
+			if esc, err = t.skipNested(); err != nil {
 				return syntax(err)
 			}
+		}
+		if esc != "" && first == nil {
+			first = badRequest(key, "field %q holds %s, a lone UTF-16 surrogate escape: it stands for no character", clip(key), esc)
 		}
 		i := fieldIndex(key)
 		switch {
@@ -297,36 +322,122 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 				first = badRequest(key, "field %q appears more than once", key)
 			}
 		default:
-			rs[i] = raw{n: 1, kind: k, text: text}
+			rs[i] = raw{n: 1, kind: k, text: text, lone: esc != ""}
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	if _, _, err := t.next(); err != nil { // the closing brace
 		return syntax(err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, _, err := t.next(); err != io.EOF {
 		return badRequest("", "data after the JSON object")
 	}
 	return first
 }
 
-// skipNested consumes the rest of an object or array whose opening delimiter
-// was just read. No recursion: depth is a counter, and the decoder itself
-// refuses absurd nesting.
-func skipNested(dec *json.Decoder) error {
+// tokens walks a payload's JSON tokens and hands each one over with its
+// literal, the payload bytes it was read from, so a string can be judged
+// by what the client wrote and not only by what encoding/json made of it.
+type tokens struct {
+	dec     *json.Decoder
+	payload []byte
+}
+
+// next returns the next token and the payload bytes from the end of the
+// previous token to the end of this one: any whitespace, ':' or ',' the
+// decoder skipped, then the token's literal.
+func (t *tokens) next() (json.Token, []byte, error) {
+	start := t.dec.InputOffset()
+	tok, err := t.dec.Token()
+	return tok, t.payload[start:t.dec.InputOffset()], err
+}
+
+// skipNested consumes the rest of an object or array whose opening
+// delimiter was just read, and returns the first lone surrogate escape in
+// its strings, if any. No recursion: depth is a counter, and the decoder
+// itself refuses absurd nesting.
+func (t *tokens) skipNested() (string, error) {
+	esc := ""
 	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
+		tok, lit, err := t.next()
 		if err != nil {
-			return err
+			return "", err
 		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
 				depth++
 			} else {
 				depth--
 			}
+		case string:
+			if esc == "" {
+				esc = loneSurrogate(lit)
+			}
 		}
 	}
-	return nil
+	return esc, nil
+}
+
+// loneSurrogate returns the first lone surrogate escape in the JSON string
+// literal that starts at the first '"' of lit ("" when there is none): a
+// \uD800-\uDBFF not followed at once by a \uDC00-\uDFFF escape, or a
+// \uDC00-\uDFFF not preceded by one. encoding/json turns such an escape
+// into U+FFFD, so "\ud800" and "\ufffd" would decode to the same string;
+// the decoder refuses it instead, and every string keeps the characters its
+// sender wrote. The literal has already passed the JSON decoder, so its
+// escapes are well formed; an escaped backslash ("\\ud800": a backslash,
+// then the letters ud800) is skipped whole and is not an escape of u.
+func loneSurrogate(lit []byte) string {
+	i := bytes.IndexByte(lit, '"')
+	if i < 0 {
+		return ""
+	}
+	for i++; i < len(lit); i++ {
+		switch lit[i] {
+		case '"':
+			return "" // the closing quote
+		case '\\':
+			u, ok := escapedUnit(lit, i)
+			if !ok { // \" \\ \/ \b \f \n \r \t: two bytes
+				i++
+				continue
+			}
+			switch {
+			case u >= 0xD800 && u <= 0xDBFF:
+				if lo, ok := escapedUnit(lit, i+6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+					i += 11 // a pair: one character, twelve bytes
+					continue
+				}
+				return string(lit[i : i+6])
+			case u >= 0xDC00 && u <= 0xDFFF:
+				return string(lit[i : i+6])
+			}
+			i += 5
+		}
+	}
+	return ""
+}
+
+// escapedUnit reads the UTF-16 code unit of a \uXXXX escape at lit[i:].
+func escapedUnit(lit []byte, i int) (uint16, bool) {
+	if i+6 > len(lit) || lit[i] != '\\' || lit[i+1] != 'u' {
+		return 0, false
+	}
+	var u uint16
+	for _, c := range lit[i+2 : i+6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		u = u<<4 | uint16(c)
+	}
+	return u, true
 }
 
 func classify(tok json.Token) (kind, string) {
@@ -350,10 +461,10 @@ func classify(tok json.Token) (kind, string) {
 
 func salvage(rs *[numFields]raw) Request {
 	var r Request
-	if f := rs[fID]; f.n == 1 && f.kind == kString && checkText(f.text, MaxIDBytes) == "" {
+	if f := rs[fID]; f.n == 1 && f.kind == kString && !f.lone && checkText(f.text, MaxIDBytes) == "" {
 		r.ID = f.text
 	}
-	if f := rs[fAgent]; f.n == 1 && f.kind == kString && ValidName(f.text) == nil {
+	if f := rs[fAgent]; f.n == 1 && f.kind == kString && !f.lone && ValidName(f.text) == nil {
 		r.Agent = f.text
 	}
 	return r
@@ -453,6 +564,10 @@ func str(rs *[numFields]raw, f, min, max int) (string, *Error) {
 // checkText says what is wrong with a string field's text, or "".
 // Printable means unicode.IsPrint: no control or format characters, and no
 // space but U+0020, so an id or reason cannot forge a line in a log.
+// U+FFFD, the replacement character, is printable (a symbol) and passes
+// like any other: sent as UTF-8 or as the escape "\ufffd" it is one
+// character, and since the decoder refuses lone surrogate escapes and
+// invalid UTF-8, it can only reach a field when the client sent it.
 func checkText(s string, max int) string {
 	if len(s) > max {
 		return fmt.Sprintf("is %d bytes, over the limit of %d", len(s), max)
@@ -585,6 +700,12 @@ func marshal(v any) ([]byte, error) {
 // false) always carries Code, one of Codes, and Message. Optional fields are
 // omitted when zero; a pointer is set exactly when the value means something
 // (a step's value 0 is a value).
+//
+// A transport whose packets are bounded encodes it with EncodeReplyMax,
+// which keeps ID, OK and Code and shrinks the rest to fit: a long Message
+// is clipped (ending in "…"), a Report is summarised (see ReportJSON), and
+// a Status too large is replaced by {"ready","halted","truncated":true,
+// "message"}, which points the client to the HTTP status endpoint.
 type Reply struct {
 	ID      string `json:"id"` // the request's id; "" when none could be read
 	OK      bool   `json:"ok"`
@@ -612,6 +733,17 @@ type Reply struct {
 }
 
 // ReportJSON is a RollbackReport on the wire (rollback.Report).
+//
+// A report too large for the transport's packets (EncodeReplyMax,
+// EncodeEventMax) is summarised: Truncated is true, StepsTotal and Buckets
+// count every step of the unwind, StepsOmitted says how many are not listed,
+// and Steps lists the others, still in unwind order. The steps kept are,
+// first, those not compensated, in unwind order (the first problem is
+// usually the cause; a halt's first unresolved steps are the latest
+// commands, where the robot stands), then the compensated ones from the
+// last unwound backwards (an actuator's last compensation is where it was
+// left); texts may be clipped (ending in "…"). The verdict is always the
+// verdict of every step, never of the steps listed.
 type ReportJSON struct {
 	Saga      uint64 `json:"saga"`
 	Agent     string `json:"agent"`
@@ -620,9 +752,17 @@ type ReportJSON struct {
 	Recovered bool   `json:"recovered,omitempty"`
 	// Verdict is "clean" or "partial". EncodeReply and EncodeEvent derive
 	// it from the steps' buckets again, so no hand-built report can
-	// publish "clean" for a partial unwind.
-	Verdict string       `json:"verdict"`
-	Steps   []StepReport `json:"steps"` // in unwind order; [] when nothing moved
+	// publish "clean" for a partial unwind; for a summarised report, from
+	// Buckets too: "clean" only if they count every one of StepsTotal
+	// steps as compensated.
+	Verdict string `json:"verdict"`
+	// Truncated marks a summarised report; the three fields after it are
+	// set only then.
+	Truncated    bool           `json:"truncated,omitempty"`
+	StepsTotal   int            `json:"steps_total,omitempty"`   // the steps of the whole unwind
+	StepsOmitted int            `json:"steps_omitted,omitempty"` // the steps not in Steps
+	Buckets      map[string]int `json:"buckets,omitempty"`       // the steps per bucket, all of them; "other": a bucket rollback does not define, or unknown
+	Steps        []StepReport   `json:"steps"`                   // in unwind order; [] when nothing moved
 }
 
 // StepReport is one step of a ReportJSON.
@@ -754,15 +894,38 @@ func sanitizeReport(in *ReportJSON) *ReportJSON {
 	}
 	out := *in
 	out.Steps = make([]StepReport, len(in.Steps))
-	out.Verdict = "clean"
 	for i, s := range in.Steps {
 		s.Prior, s.Target = finitePtr(s.Prior), finitePtr(s.Target)
-		if s.Bucket != string(rollback.Compensated) {
-			out.Verdict = "partial"
-		}
 		out.Steps[i] = s
 	}
+	out.Verdict = "partial"
+	if clean(&out) {
+		out.Verdict = "clean"
+	}
 	return &out
+}
+
+// clean says whether a report may read "clean": every step listed is
+// compensated and, if it is a summary (or claims any of a summary's
+// fields), its counts account for every one of its steps as compensated.
+// A summary whose counts do not add up is partial: when unsure, the wire
+// says "look at the robot".
+func clean(r *ReportJSON) bool {
+	for _, s := range r.Steps {
+		if s.Bucket != string(rollback.Compensated) {
+			return false
+		}
+	}
+	if !r.Truncated && r.StepsTotal == 0 && r.StepsOmitted == 0 && r.Buckets == nil {
+		return true
+	}
+	for b, n := range r.Buckets {
+		if n < 0 || b != string(rollback.Compensated) && n != 0 {
+			return false
+		}
+	}
+	return r.StepsOmitted >= 0 && r.StepsTotal == len(r.Steps)+r.StepsOmitted &&
+		r.Buckets[string(rollback.Compensated)] == r.StepsTotal
 }
 
 // mustMarshal encodes v, whose types (strings, integers, bools, floats
@@ -840,11 +1003,13 @@ const (
 )
 
 // EncodeEvent encodes an event with the same guarantees as EncodeReply.
-func EncodeEvent(e Event) []byte {
+func EncodeEvent(e Event) []byte { return mustMarshal(sanitizeEvent(e)) }
+
+func sanitizeEvent(e Event) Event {
 	if e.Reply != nil {
 		r := sanitizeReply(*e.Reply)
 		e.Reply = &r
 	}
 	e.Report = sanitizeReport(e.Report)
-	return mustMarshal(e)
+	return e
 }

@@ -238,6 +238,7 @@ func TestDocStatesTheLimits(t *testing.T) {
 		fmt.Sprintf("1..%d: see", MaxDeadlineMS),
 		fmt.Sprintf("A payload over %d bytes", DefaultMaxRequestBytes),
 		fmt.Sprintf("1 to %d bytes of", MaxNameBytes),
+		fmt.Sprintf("Only under a bound of %d bytes", MinEncodeBytes),
 	} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("docs/API.md does not say %q", s)

@@ -59,3 +59,23 @@ func ExampleEncodeRequest() {
 	// {"id":"1","agent":"me","op":"hello","ttl_ms":5000} <nil>
 	// BAD_REQUEST: field "agent": name "me/you" holds '/', which MQTT topics reserve
 }
+
+// A transport whose broker takes packets of at most 1 KiB: a report too
+// large for it is summarised, its verdict that of every step.
+func ExampleEncodeEventMax() {
+	rep := &rollback.Report{Saga: 9, Agent: "me", Reason: "lease expired", Order: rollback.Retrace}
+	for step := uint32(40); step >= 1; step-- {
+		b := rollback.Compensated
+		if step == 20 {
+			b = rollback.FallbackSafe
+		}
+		rep.Steps = append(rep.Steps, rollback.StepReport{Step: step, Actuator: "elbow", Prior: float64(step - 1), Target: float64(step),
+			Outcome: rollback.Applied, Bucket: b, Attempts: 1})
+	}
+	ev := api.Event{Kind: api.EventRollback, Report: api.ReportFromRollback(rep)}
+	fmt.Println(len(api.EncodeEvent(ev)) > 1024)
+	fmt.Println(string(api.EncodeEventMax(ev, 1024)))
+	// Output:
+	// true
+	// {"kind":"rollback","report":{"saga":9,"agent":"me","reason":"lease expired","order":"retrace","verdict":"partial","truncated":true,"steps_total":40,"steps_omitted":33,"buckets":{"compensated":39,"fallback_safe":1},"steps":[{"step":20,"actuator":"elbow","prior":19,"target":20,"outcome":"applied","bucket":"fallback_safe","attempts":1},{"step":6,"actuator":"elbow","prior":5,"target":6,"outcome":"applied","bucket":"compensated","attempts":1},{"step":5,"actuator":"elbow","prior":4,"target":5,"outcome":"applied","bucket":"compensated","attempts":1},{"step":4,"actuator":"elbow","prior":3,"target":4,"outcome":"applied","bucket":"compensated","attempts":1},{"step":3,"actuator":"elbow","prior":2,"target":3,"outcome":"applied","bucket":"compensated","attempts":1},{"step":2,"actuator":"elbow","prior":1,"target":2,"outcome":"applied","bucket":"compensated","attempts":1},{"step":1,"actuator":"elbow","prior":0,"target":1,"outcome":"applied","bucket":"compensated","attempts":1}]}}
+}
