@@ -832,7 +832,7 @@ func ErrorReply(id string, err error) Reply {
 		r.Code, r.Message, r.Report = string(re.Code), re.Message, ReportFromRollback(re.Report)
 	case errors.As(err, &we):
 		if we == nil {
-			r.Message = "internal error: a nil *mqtt.Error"
+			r.Message = "internal error: a nil *api.Error"
 			break
 		}
 		r.Code, r.Message = we.Code, we.Message
@@ -933,7 +933,7 @@ func clean(r *ReportJSON) bool {
 func mustMarshal(v any) []byte {
 	b, err := marshal(v)
 	if err != nil {
-		panic("mqtt: encoding a payload: " + err.Error())
+		panic("api: encoding a payload: " + err.Error())
 	}
 	return b
 }

@@ -70,7 +70,7 @@ func TestReplyGolden(t *testing.T) {
 		{"nil error", ErrorReply("n", nil),
 			`{"id":"n","ok":false,"code":"INTERNAL","message":"internal error: a refusal without an error"}`},
 		{"typed nil", ErrorReply("tn", (*Error)(nil)),
-			`{"id":"tn","ok":false,"code":"INTERNAL","message":"internal error: a nil *mqtt.Error"}`},
+			`{"id":"tn","ok":false,"code":"INTERNAL","message":"internal error: a nil *api.Error"}`},
 		{"typed nil engine error", ErrorReply("tr", fmt.Errorf("wrapped: %w", (*rollback.Error)(nil))),
 			`{"id":"tr","ok":false,"code":"INTERNAL","message":"internal error: a nil *rollback.Error"}`},
 		{"unlisted code", ErrorReply("u", &Error{Code: "FLUX_CAPACITOR", Message: "1.21 GW"}),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -214,4 +215,33 @@ func TestEstopTopicHalts(t *testing.T) {
 		t.Fatalf("halt reason %q: the retained e-stop message was acted on again", why)
 	}
 	a.C.Publish(d.Topics.Estop(), 1, true, nil).Wait() // clear the retained message
+}
+
+// The report of a 700-step abort is far larger than the broker's packet
+// limit. It used to be published whole: the embedded broker refused the
+// packet and dropped the connection, the reply never came, and the
+// supervisor reconnected into the same refusal. Now it is summarised to
+// fit, with the verdict and bucket counts of every step.
+func TestLargeReportFitsTheBroker(t *testing.T) {
+	d := daemontest.Start(t, "", func(c *config.Config) {
+		c.MQTT.MaxPayload = 16 << 10
+		c.Agents.Rate = 100000 // a fast disk serves one agent faster than the default rate
+	})
+	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
+	a.Hello(30 * time.Second)
+	saga := a.Must(map[string]any{"op": "begin"}).Saga
+	const steps = 700
+	for i := range steps {
+		a.Must(map[string]any{"op": "step", "saga": saga, "actuator": "base", "value": float64(i%2*10 + 1)})
+	}
+	rep := a.Must(map[string]any{"op": "abort", "saga": saga})
+	r := rep.Report
+	if r == nil || !r.Truncated || r.StepsTotal != steps || r.Buckets["compensated"] != steps || r.Verdict != "clean" {
+		t.Fatalf("abort report: %+v", r)
+	}
+	// The connection survived: the next request is answered at once.
+	a.Must(map[string]any{"op": "status"})
+	if n := d.Transport.TooLarge(); n != 0 {
+		t.Fatalf("%d messages did not fit", n)
+	}
 }

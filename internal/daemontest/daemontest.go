@@ -44,12 +44,16 @@ func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
+	cfg := config.Default()
+	if mod != nil {
+		mod(cfg) // first for the broker's packet bound; again below, after the paths are set
+	}
+	// As `run` starts it: a packet may hold max_payload and its header.
+	broker, err := embedded.Start("127.0.0.1:0", uint32(cfg.MQTT.MaxPayload)+1024, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { broker.Close() })
-	cfg := config.Default()
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	cfg.HTTP.ResetToken = Token
@@ -67,7 +71,8 @@ func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 		t.Fatal(err)
 	}
 	d := &Daemon{Sup: sup, Built: b, Broker: broker, Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}, Config: cfg}
-	d.Transport, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-test", Topics: d.Topics}, sup)
+	d.Transport, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-test", Topics: d.Topics,
+		MaxPayload: int(cfg.MQTT.MaxPayload)}, sup)
 	if err != nil {
 		sup.Close()
 		b.Close()

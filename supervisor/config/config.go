@@ -128,7 +128,9 @@ type MQTT struct {
 	Password     Secret `yaml:"password"`
 	PasswordFile string `yaml:"password_file"`
 	TLS          TLS    `yaml:"tls"`
-	// MaxPayload bounds one MQTT message (default 64KiB).
+	// MaxPayload bounds one MQTT message payload, both ways (default
+	// 64KiB): larger requests are refused, larger replies and events are
+	// summarised to fit. Set it no higher than the broker's limit.
 	MaxPayload Size `yaml:"max_payload"`
 }
 

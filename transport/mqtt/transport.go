@@ -33,13 +33,20 @@ type Handler interface {
 
 // TransportOptions configures the supervisor's MQTT connection.
 type TransportOptions struct {
-	Broker     string // URL: tcp://host:1883, ssl://host:8883, ws://...
-	ClientID   string // fixed, for a persistent session
-	Username   string
-	Password   string
-	TLS        *tls.Config // nil: none
-	Topics     Topics
-	MaxPayload int          // requests over this are refused (PAYLOAD_TOO_LARGE)
+	Broker   string // URL: tcp://host:1883, ssl://host:8883, ws://...
+	ClientID string // fixed, for a persistent session
+	Username string
+	Password string
+	TLS      *tls.Config // nil: none
+	Topics   Topics
+	// MaxPayload bounds a message's payload both ways: requests over it are
+	// refused (PAYLOAD_TOO_LARGE) and replies and events are summarised to
+	// fit it (api.EncodeReplyMax). Set it no higher than the broker's limit
+	// (mosquitto's message_size_limit): MQTT 3.1.1 negotiates no maximum
+	// packet size, and a broker that refuses a publish drops it or the
+	// connection. Default api.DefaultMaxRequestBytes; never below
+	// api.MinEncodeBytes.
+	MaxPayload int
 	QueueLen   int          // messages waiting to be published; default 4096
 	Logger     *slog.Logger // nil: discard
 }
@@ -70,6 +77,7 @@ type Transport struct {
 	out        chan outbound
 	done       chan struct{}
 	dropped    atomic.Uint64 // messages not published: the queue was full
+	tooLarge   atomic.Uint64 // messages not published: nothing of them fits MaxPayload
 	once       sync.Once
 	subscribed chan struct{} // closed after the first successful subscription
 	subOnce    sync.Once
@@ -92,6 +100,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	if opt.MaxPayload <= 0 {
 		opt.MaxPayload = api.DefaultMaxRequestBytes
 	}
+	opt.MaxPayload = max(opt.MaxPayload, api.MinEncodeBytes)
 	lg := opt.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -275,13 +284,33 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 
 // reply publishes rep to agent, or on the events topic when there is no
 // agent to address.
+//
+// No message exceeds MaxPayload: a reply too large (the report of a long
+// unwind, a status with many sagas) is summarised to fit. A broker refuses
+// an oversized publish by dropping it or the connection; the supervisor
+// then reconnected and sent it again, in a loop.
 func (t *Transport) reply(agent string, rep api.Reply) {
 	if api.ValidName(agent) == nil {
-		t.Publish(t.opt.Topics.Reply(agent), false, api.EncodeReply(rep))
+		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload))
 		return
 	}
-	t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(api.Event{Kind: api.EventReply, Reply: &rep}))
+	t.PublishEvent(api.Event{Kind: api.EventReply, Reply: &rep})
 }
+
+// publishBounded publishes a payload a bounded encoder made; nil (nothing
+// fits) is counted and logged instead.
+func (t *Transport) publishBounded(topic string, b []byte) {
+	if b == nil {
+		t.tooLarge.Add(1)
+		t.log.Error("mqtt: message does not fit max_payload even summarised: not published", "topic", topic, "max_payload", t.opt.MaxPayload)
+		return
+	}
+	t.Publish(topic, false, b)
+}
+
+// TooLarge is how many messages could not be published because not even
+// their summary fits MaxPayload.
+func (t *Transport) TooLarge() uint64 { return t.tooLarge.Load() }
 
 // publisher is the goroutine that hands queued messages to the client.
 func (t *Transport) publisher() {
@@ -345,7 +374,7 @@ func (t *Transport) qos(topic string, retained bool) byte {
 
 // PublishEvent publishes an event (supervisor.Publisher).
 func (t *Transport) PublishEvent(ev api.Event) {
-	t.Publish(t.opt.Topics.Events(), false, api.EncodeEvent(ev))
+	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload))
 }
 
 // PublishState publishes an actuator's retained state (supervisor.Publisher).
