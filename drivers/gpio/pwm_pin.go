@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -21,8 +22,13 @@ func DutyFor(width, period time.Duration) pgpio.Duty {
 	if width >= period {
 		return pgpio.DutyMax
 	}
-	// 2^24 * 1 s fits an int64 many times over; periods are at most 1 s.
-	return pgpio.Duty((int64(pgpio.DutyMax)*int64(width) + int64(period)/2) / int64(period))
+	// In 128 bits: the kernel may show any period, and 2^24 times one of
+	// hours overflows an int64 (found by FuzzDecodePulse). hi < period
+	// because width < period, so the division cannot overflow.
+	hi, lo := bits.Mul64(uint64(pgpio.DutyMax), uint64(width))
+	lo, carry := bits.Add64(lo, uint64(period)/2, 0)
+	q, _ := bits.Div64(hi+carry, lo, uint64(period))
+	return pgpio.Duty(q)
 }
 
 // PinPWM is a PulseOutput on a periph pin's PWM: hardware or DMA PWM on a
