@@ -33,7 +33,7 @@ type CodeInfo struct {
 var Codes = []CodeInfo{
 	// The request itself.
 	{CodeBadRequest, "The request is not a valid v1 request: not one JSON object, an unknown, duplicate, missing or mistyped field, a bad name, an unknown op. The message names the field.", "Do not resend it: fix the request. Nothing moved."},
-	{CodePayloadTooLarge, "The payload is over the size limit (8192 bytes by default). It was not read, so the reply goes to the events topic without an id.", "Do not resend it: shorten the request. Nothing moved."},
+	{CodePayloadTooLarge, "The payload is over the size limit (8192 bytes). It was not read, so the reply has no id: it goes to the agent of the topic it came on (cmd/<agent>), or else to the events topic.", "Do not resend it: shorten the request. Nothing moved."},
 	{CodeNotFinite, "The value is NaN or infinite, or a number too large for a 64-bit float (1e400).", "Do not resend it: send a finite value. Nothing moved."},
 
 	// The agent's lane (each agent has its own queue and rate limit).

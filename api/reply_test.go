@@ -146,7 +146,7 @@ func TestStatusAndEventGolden(t *testing.T) {
 		{string(EncodeStatus(Status{State: StateOnline, Halted: true, HaltReason: "halt by me: person in the cell"})),
 			`{"state":"online","ready":false,"halted":true,"halt_reason":"halt by me: person in the cell"}`},
 		{string(EncodeEvent(Event{Kind: EventReply, Reply: &Reply{Code: CodePayloadTooLarge}})),
-			`{"kind":"reply","reply":{"id":"","ok":false,"code":"PAYLOAD_TOO_LARGE","message":"The payload is over the size limit (8192 bytes by default). It was not read, so the reply goes to the events topic without an id."}}`},
+			`{"kind":"reply","reply":{"id":"","ok":false,"code":"PAYLOAD_TOO_LARGE","message":"The payload is over the size limit (8192 bytes). It was not read, so the reply has no id: it goes to the agent of the topic it came on (cmd/<agent>), or else to the events topic."}}`},
 		{string(EncodeEvent(Event{Kind: EventRollback, Report: &ReportJSON{Saga: 9, Agent: "me", Reason: "lease expired", Order: "retrace", Verdict: "clean", Steps: []StepReport{{Step: 1, Actuator: "base", Prior: ptr(90), Target: ptr(100), Outcome: "applied", Bucket: "compensated", Attempts: 1}}}})),
 			`{"kind":"rollback","report":{"saga":9,"agent":"me","reason":"lease expired","order":"retrace","verdict":"clean","steps":[{"step":1,"actuator":"base","prior":90,"target":100,"outcome":"applied","bucket":"compensated","attempts":1}]}}`},
 	} {

@@ -21,6 +21,10 @@ func (s *Supervisor) Submit(agent string, req api.Request, derr *api.Error, rece
 	s.lanes.Submit(agent, req, derr, received, reply)
 }
 
+// Shed refuses, unread, a request from an agent over its rate
+// (transport/mqtt's Shedder).
+func (s *Supervisor) Shed(agent string) bool { return s.lanes.Shed(agent) }
+
 // laneHandler is what the lanes call.
 type laneHandler struct{ s *Supervisor }
 

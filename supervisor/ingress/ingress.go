@@ -297,6 +297,32 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 	l.mu.Unlock()
 }
 
+// Shed reports whether agent is over its rate, so that its next request
+// may be refused before it is even decoded; if so, the refusal is counted
+// (RATE_LIMITED) and no reply is sent. It is for transports that know the
+// agent before decoding (an MQTT topic per agent): under a flood, decoding
+// is most of what a refused request costs. A request that may be a halt
+// must never be shed: the caller decides that. An agent without a lane is
+// never shed (its lane, or the cap on agents, decides).
+func (l *Lanes) Shed(agent string) bool {
+	now := l.opt.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[agent]
+	if ln == nil {
+		return false
+	}
+	ln.refillLocked(now, l.opt.Rate, float64(l.opt.Burst))
+	if ln.tokens >= 1 {
+		return false
+	}
+	ln.used = now
+	l.stats.RateLimited++
+	l.stats.RepliesDropped++
+	l.tally[tallyKey{agent, api.CodeRateLimited}]++
+	return true
+}
+
 func ptr(r api.Reply) *api.Reply { return &r }
 
 func (l *Lanes) countSeenLocked(ln *lane, k seen) {

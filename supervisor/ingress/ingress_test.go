@@ -337,3 +337,32 @@ func BenchmarkHaltUnderFlood(b *testing.B) {
 	}()
 	l.Close()
 }
+
+// Shed refuses unread only an agent with a lane and no token left, and
+// counts what it refused.
+func TestShed(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	h := newHandler()
+	l := newLanes(t, Options{Rate: 10, Burst: 2, Now: clk.now}, h)
+	if l.Shed("nobody") {
+		t.Fatal("an agent without a lane was shed")
+	}
+	var r replies
+	for i := range 2 {
+		if l.Shed("a") && i > 0 {
+			t.Fatal("shed with tokens left")
+		}
+		l.Submit("a", req("a", fmt.Sprint(i), api.OpStatus), nil, clk.now(), r.to("a"))
+	}
+	if !l.Shed("a") {
+		t.Fatal("an agent out of tokens was not shed")
+	}
+	clk.add(100 * time.Millisecond) // one token back
+	if l.Shed("a") {
+		t.Fatal("shed after its bucket refilled")
+	}
+	l.Flush()
+	if got := h.count("a", api.CodeRateLimited); got != 1 {
+		t.Fatalf("tallied %d RATE_LIMITED, want 1", got)
+	}
+}

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"bytes"
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"slices"
@@ -31,6 +32,14 @@ type Handler interface {
 	AgentGone(agent string)
 }
 
+// Shedder is implemented by a Handler that can refuse an agent's request
+// before the transport decodes it: the agent is over its rate. Shed must
+// not block; it counts the refusal itself (no reply is sent: an agent that
+// far over its rate gets its refusals counted, not answered).
+type Shedder interface {
+	Shed(agent string) bool
+}
+
 // TransportOptions configures the supervisor's MQTT connection.
 type TransportOptions struct {
 	Broker   string // URL: tcp://host:1883, ssl://host:8883, ws://...
@@ -39,13 +48,14 @@ type TransportOptions struct {
 	Password string
 	TLS      *tls.Config // nil: none
 	Topics   Topics
-	// MaxPayload bounds a message's payload both ways: requests over it are
-	// refused (PAYLOAD_TOO_LARGE) and replies and events are summarised to
-	// fit it (api.EncodeReplyMax). Set it no higher than the broker's limit
-	// (mosquitto's message_size_limit): MQTT 3.1.1 negotiates no maximum
-	// packet size, and a broker that refuses a publish drops it or the
-	// connection. Default api.DefaultMaxRequestBytes; never below
-	// api.MinEncodeBytes.
+	// MaxPayload bounds what the supervisor publishes: replies and events
+	// are summarised to fit it (api.EncodeReplyMax). Set it no higher than
+	// the broker's limit (mosquitto's message_size_limit): MQTT 3.1.1
+	// negotiates no maximum packet size, and a broker that refuses a
+	// publish drops it or the connection. Default 64 KiB; never below
+	// api.MinEncodeBytes. Requests are bounded by the API's own limit,
+	// api.DefaultMaxRequestBytes (or MaxPayload, if lower): no valid
+	// request is larger, and decoding a larger one is work for nothing.
 	MaxPayload int
 	QueueLen   int          // messages waiting to be published; default 4096
 	Logger     *slog.Logger // nil: discard
@@ -98,7 +108,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		opt.QueueLen = 4096
 	}
 	if opt.MaxPayload <= 0 {
-		opt.MaxPayload = api.DefaultMaxRequestBytes
+		opt.MaxPayload = 64 << 10
 	}
 	opt.MaxPayload = max(opt.MaxPayload, api.MinEncodeBytes)
 	lg := opt.Logger
@@ -208,7 +218,7 @@ func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
 		agent = ""
 	}
 	req := api.Request{Op: api.OpHalt, Agent: agent, Reason: "e-stop topic"}
-	if r, derr := api.DecodeRequest(m.Payload(), t.opt.MaxPayload); derr == nil && r.Op == api.OpHalt && (agent == "" || r.Agent == agent) {
+	if r, derr := api.DecodeRequest(m.Payload(), t.maxRequest()); derr == nil && r.Op == api.OpHalt && (agent == "" || r.Agent == agent) {
 		req.ID, req.Reason = r.ID, r.Reason
 		if agent == "" {
 			agent = r.Agent
@@ -265,9 +275,16 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		}
 		return
 	}
-	req, derr := api.DecodeRequest(m.Payload(), t.opt.MaxPayload)
+	topicAgent, own := strings.CutPrefix(topic, t.opt.Topics.Cmd()+"/")
+	if own && api.ValidName(topicAgent) == nil && !bytes.Contains(m.Payload(), haltWord) && t.shed(topicAgent) {
+		// The agent is over its rate: refused before decoding, so a flood
+		// costs the supervisor as little as possible. A payload that may
+		// be a halt is always decoded: the halt path never sheds.
+		return
+	}
+	req, derr := api.DecodeRequest(m.Payload(), t.maxRequest())
 	agent := req.Agent
-	if topicAgent, own := strings.CutPrefix(topic, t.opt.Topics.Cmd()+"/"); own {
+	if own {
 		if api.ValidName(topicAgent) != nil {
 			return // cannot be answered, and cannot be anyone's
 		}
@@ -281,6 +298,19 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 	}
 	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep) })
 }
+
+// haltWord is in every halt request ("op":"halt"); a payload without it
+// cannot be one.
+var haltWord = []byte("halt")
+
+// shed asks the Handler whether agent's request may be refused unread.
+func (t *Transport) shed(agent string) bool {
+	s, ok := t.h.(Shedder)
+	return ok && s.Shed(agent)
+}
+
+// maxRequest is the bound on a request payload.
+func (t *Transport) maxRequest() int { return min(api.DefaultMaxRequestBytes, t.opt.MaxPayload) }
 
 // reply publishes rep to agent, or on the events topic when there is no
 // agent to address.
