@@ -297,13 +297,15 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 	l.mu.Unlock()
 }
 
-// Shed reports whether agent is over its rate, so that its next request
-// may be refused before it is even decoded; if so, the refusal is counted
-// (RATE_LIMITED) and no reply is sent. It is for transports that know the
-// agent before decoding (an MQTT topic per agent): under a flood, decoding
-// is most of what a refused request costs. A request that may be a halt
-// must never be shed: the caller decides that. An agent without a lane is
-// never shed (its lane, or the cap on agents, decides).
+// Shed reports whether agent's next request may be refused before it is
+// even decoded: the agent is over its rate and so many of its refusals
+// are waiting to be sent that this one's reply would be dropped anyway.
+// The refusal is counted (RATE_LIMITED, a reply dropped). It is for
+// transports that know the agent before decoding (an MQTT topic per
+// agent): under a flood, decoding is most of what a refused request costs,
+// and nothing is lost by skipping it. A request that may be a halt must
+// never be shed: the caller decides that. An agent without a lane is never
+// shed (its lane, or the cap on agents, decides).
 func (l *Lanes) Shed(agent string) bool {
 	now := l.opt.Now()
 	l.mu.Lock()
@@ -313,7 +315,7 @@ func (l *Lanes) Shed(agent string) bool {
 		return false
 	}
 	ln.refillLocked(now, l.opt.Rate, float64(l.opt.Burst))
-	if ln.tokens >= 1 {
+	if ln.tokens >= 1 || len(ln.q)-ln.work < l.opt.QueueLen {
 		return false
 	}
 	ln.used = now

@@ -338,31 +338,41 @@ func BenchmarkHaltUnderFlood(b *testing.B) {
 	l.Close()
 }
 
-// Shed refuses unread only an agent with a lane and no token left, and
-// counts what it refused.
+// Shed refuses unread only an agent with a lane, no token left, and a
+// full backlog of refusals to send (so the reply would be dropped anyway);
+// it counts what it refused.
 func TestShed(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	h := newHandler()
-	l := newLanes(t, Options{Rate: 10, Burst: 2, Now: clk.now}, h)
+	h.block["a"] = true // the agent's first request sticks: its replies queue up
+	l := newLanes(t, Options{Rate: 10, Burst: 2, QueueLen: 2, Now: clk.now}, h)
 	if l.Shed("nobody") {
 		t.Fatal("an agent without a lane was shed")
 	}
 	var r replies
-	for i := range 2 {
-		if l.Shed("a") && i > 0 {
-			t.Fatal("shed with tokens left")
-		}
-		l.Submit("a", req("a", fmt.Sprint(i), api.OpStatus), nil, clk.now(), r.to("a"))
+	submit := func(id string) { l.Submit("a", req("a", id, api.OpStep), nil, clk.now(), r.to("a")) }
+	submit("0")
+	<-h.inHandle
+	submit("1") // the last token: queued
+	if l.Shed("a") {
+		t.Fatal("shed while its refusals can still be answered")
 	}
+	submit("2") // RATE_LIMITED, answered (queued behind 1)
+	submit("3") // RATE_LIMITED, answered: the backlog of refusals is now full
 	if !l.Shed("a") {
-		t.Fatal("an agent out of tokens was not shed")
+		t.Fatal("not shed with no token and a full backlog of refusals")
 	}
 	clk.add(100 * time.Millisecond) // one token back
 	if l.Shed("a") {
 		t.Fatal("shed after its bucket refilled")
 	}
+	close(h.release)
+	go func() {
+		for range h.inHandle {
+		}
+	}()
 	l.Flush()
-	if got := h.count("a", api.CodeRateLimited); got != 1 {
-		t.Fatalf("tallied %d RATE_LIMITED, want 1", got)
+	if got := h.count("a", api.CodeRateLimited); got != 3 {
+		t.Fatalf("tallied %d RATE_LIMITED, want 3 (two answered, one shed)", got)
 	}
 }
