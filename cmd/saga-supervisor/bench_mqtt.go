@@ -98,6 +98,11 @@ type fdFlood struct {
 	SupRateLimited   float64 `json:"supervisor_rate_limited"`
 	SupBusy          float64 `json:"supervisor_busy"`
 	TransportDropped uint64  `json:"transport_dropped"`
+	// RefusalsUnsent is the lane refusals the supervisor counted that never
+	// reached the flood; Unaccounted what is left of NoReply after them —
+	// requests or replies lost elsewhere (the broker, the transport).
+	RefusalsUnsent int64 `json:"refusals_unsent"`
+	Unaccounted    int64 `json:"unaccounted"`
 	// Samples is the number of halts sent during the flood; RefusedAtHalt
 	// how many of them had a lane refusal (RATE_LIMITED or BUSY) reach the
 	// flood within 20 ms before the halt was published.
@@ -456,6 +461,8 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 	f := fl.summary()
 	f.SupRateLimited, f.SupBusy = rl1-rl0, busy1-busy0
 	f.TransportDropped = door.tr.Dropped() - dropped0
+	f.RefusalsUnsent = int64(f.SupRateLimited+f.SupBusy) - int64(f.Replies[api.CodeRateLimited]+f.Replies[api.CodeBusy])
+	f.Unaccounted = int64(f.NoReply) - f.RefusalsUnsent
 	f.Samples, f.RefusedAtHalt, f.SettleNs = len(floodReply), refusedAtHalt, int64(settle)
 	res.Flood = f
 	return nil
@@ -759,8 +766,12 @@ func printFrontDoor(w io.Writer, res *frontDoorResult) {
 		offered, benchFloodWindow, benchCount(f.AchievedPerSec), benchDur(time.Duration(f.PumpNs)))
 	fmt.Fprintf(w, "  %d sent, %s/s served; replies: %s; never answered %d (%.1f%%)\n",
 		f.Sent, benchCount(f.ServedPerSec), benchCodes(f.Replies), f.NoReply, 100*float64(f.NoReply)/float64(max(1, f.Sent)))
-	fmt.Fprintf(w, "  supervisor counted RATE_LIMITED %.0f, BUSY %.0f; transport queue dropped %d; %d of %d halts met the flood being refused (a lane refusal within %s; settle %s)\n",
-		f.SupRateLimited, f.SupBusy, f.TransportDropped, f.RefusedAtHalt, f.Samples, benchDur(benchRefusedNear), benchDur(time.Duration(f.SettleNs)))
+	fmt.Fprintf(w, "  supervisor counted RATE_LIMITED %.0f, BUSY %.0f: %d refusal replies not received (the lanes drop those of an agent\n",
+		f.SupRateLimited, f.SupBusy, f.RefusalsUnsent)
+	fmt.Fprintf(w, "  flooding faster than they leave); never answered and not so accounted for: %d; transport queue dropped %d\n",
+		f.Unaccounted, f.TransportDropped)
+	fmt.Fprintf(w, "  %d of %d halts met the flood being refused (a lane refusal reached it within %s before the halt; settle %s)\n",
+		f.RefusedAtHalt, f.Samples, benchDur(benchRefusedNear), benchDur(time.Duration(f.SettleNs)))
 
 	if len(res.Throughput) == 2 {
 		mq, lo := res.Throughput[0], res.Throughput[1]
@@ -786,9 +797,9 @@ func printFrontDoor(w io.Writer, res *frontDoorResult) {
 	fmt.Fprintf(w, "\nlargest event published: %s (%s, a report of %d steps); %s\n",
 		benchBytes(float64(res.LargestEvent)), res.LargestEventKind, res.LargestEventSteps, limit)
 	if len(res.Incidents) == 0 {
-		fmt.Fprintf(w, "incidents: none (no warning from the supervisor's transport or the embedded broker)\n")
+		fmt.Fprintf(w, "incidents: none (no warning logged by the supervisor's transport%s)\n", map[bool]string{true: " or the embedded broker"}[res.MaxPacket > 0])
 	} else {
-		fmt.Fprintf(w, "incidents (warnings the supervisor's transport and the embedded broker logged):\n")
+		fmt.Fprintf(w, "incidents (warnings logged by the supervisor's transport%s):\n", map[bool]string{true: " and the embedded broker"}[res.MaxPacket > 0])
 		for _, s := range res.Incidents {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
