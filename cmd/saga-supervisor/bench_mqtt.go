@@ -46,6 +46,9 @@ const (
 	benchFloodWindow = 256                   // the flood's publishes awaiting PUBACK at most
 	benchDrainQuiet  = 30 * time.Millisecond // no flood reply this long: its lane has drained
 	benchRefusedNear = 20 * time.Millisecond // a lane refusal this close before a halt: the flood was being refused
+	// benchHaltTimeout is how long a halt's reply is waited for before the
+	// halt is counted lost: five hundred times the goal.
+	benchHaltTimeout = 5 * time.Second
 )
 
 // frontDoorOptions are the flags of bench --mqtt.
@@ -150,6 +153,17 @@ type frontDoorResult struct {
 	// embedded broker logged during the run (a lost connection, a packet
 	// refused), counted; none in a clean run.
 	Incidents []string `json:"incidents"`
+	// StaleHalted counts retained statuses saying halted that arrived
+	// after a reset had been seen ready and before the next halt was sent;
+	// StaleNotReady begins refused NOT_READY (retried) in such a window.
+	StaleHalted   int   `json:"stale_halted_statuses"`
+	StaleNotReady int64 `json:"stale_not_ready_begins"`
+	// Halts not answered within HaltTimeout, counted in the percentiles as
+	// that timeout: HaltsLate reached the supervisor once the flood had
+	// stopped, HaltsDropped never did (lost on the way).
+	HaltTimeoutNs int64 `json:"halt_timeout_ns"`
+	HaltsLate     int   `json:"halts_late"`
+	HaltsDropped  int   `json:"halts_dropped"`
 	// LargestEvent is the largest event the supervisor published, in bytes
 	// (a rollback event carries a saga's whole report), with the steps of
 	// its report; MaxPacket the embedded broker's packet limit (0: an
@@ -249,7 +263,7 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *frontDoorResult,
 		return err
 	}
 	defer echo.close()
-	a, err := newBenchAgent(door.url, door.clientID, door.topics, "rtt", base+"rep")
+	a, err := door.agent("rtt", base+"rep")
 	if err != nil {
 		return err
 	}
@@ -364,7 +378,7 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *frontDoorResult,
 // is then reset with the operator token, and the status seen ready again,
 // so that every sample is a fresh latch.
 func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt frontDoorOptions) error {
-	h, err := newBenchAgent(door.url, door.clientID, door.topics, "halter")
+	h, err := door.agent("halter")
 	if err != nil {
 		return err
 	}
@@ -373,7 +387,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 	if err != nil {
 		return err
 	}
-	fa, err := newBenchAgent(door.url, door.clientID, door.topics, "flood")
+	fa, err := door.agent("flood")
 	if err != nil {
 		return err
 	}
@@ -381,7 +395,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 	if err := fa.hello(benchLeaseTTL); err != nil {
 		return err
 	}
-	fl := newBenchFlood(fa, "flood", opt.floodRate)
+	fl := newBenchFlood(fa, "flood", opt.floodRate, door.tap.submitted.Load)
 	settle := benchFloodSettle(opt.floodRate, door.cfg.Agents.Rate, door.cfg.Agents.Burst)
 
 	rl0, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
@@ -412,15 +426,32 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 			time.Sleep(settle)
 		}
 		refused := flooding && time.Since(fl.lastRefusal()) < benchRefusedNear
-		hs, herr := haltOnce(door, h, sw)
+		hs, stale, herr := haltOnce(door, h, sw, i)
+		res.StaleHalted += stale
 		if flooding {
 			fl.stop()
 		}
 		if herr != nil {
 			return herr
 		}
-		if err := resetOnce(h, sw, door.token); err != nil {
-			return err
+		needReset := true
+		if hs.lost {
+			// The flood has stopped and its backlog drained: a halt that
+			// was only queued has reached the supervisor by now, one that
+			// was dropped on the way never will.
+			time.Sleep(500 * time.Millisecond)
+			if at, ok := door.tap.latched(hs.id); ok {
+				res.HaltsLate++
+				hs.latched = at.Sub(hs.t0) // its true latch, even if its reply never came
+			} else {
+				res.HaltsDropped++
+			}
+			needReset, _ = door.sup.Engine().Halted()
+		}
+		if needReset {
+			if err := resetOnce(h, sw, door.token); err != nil {
+				return err
+			}
 		}
 		if flooding {
 			floodLatch, floodReply, floodStatus = append(floodLatch, hs.latched), append(floodReply, hs.reply), append(floodStatus, hs.status)
@@ -434,6 +465,9 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 	if err := fl.err(); err != nil {
 		return fmt.Errorf("flood: %w", err)
 	}
+	if err := fl.closeSaga(); err != nil {
+		return err
+	}
 	// The lanes report refusals to the metrics once a TallyEvery.
 	time.Sleep(ingress.DefaultTallyEvery + 200*time.Millisecond)
 	rl1, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
@@ -445,6 +479,8 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 		return err
 	}
 
+	res.HaltTimeoutNs = int64(benchHaltTimeout)
+	res.StaleNotReady = door.staleNotReady.Load()
 	qr := fdRowOf("halt reply, quiet", quietReply, nil, "what the halting agent sees")
 	qs := fdRowOf("status halted:true, quiet", quietStatus, nil, "what a watcher sees")
 	ql := fdRowOf("latched in the supervisor, quiet", quietLatch, nil, "diagnostic: the halt reaching Submit")
@@ -481,34 +517,52 @@ func benchFloodSettle(offered, rate float64, burst int) time.Duration {
 }
 
 // benchHaltSample is one halt: from its publish to the latch (in the
-// supervisor, diagnostic), to its reply, and to the halted status.
-type benchHaltSample struct{ latched, reply, status time.Duration }
+// supervisor, diagnostic), to its reply, and to the halted status. A halt
+// not answered within benchHaltTimeout is lost: its times are that
+// timeout.
+type benchHaltSample struct {
+	latched, reply, status time.Duration
+	lost                   bool
+	id                     string
+	t0                     time.Time
+}
 
 // haltOnce publishes a halt and times its latch, its reply and the status
 // that says halted.
-func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch) (s benchHaltSample, err error) {
-	sw.drain() // the previous sample's statuses; the supervisor is not halted now
+//
+// Every halt has a reason of its own, and the status awaited is the one
+// that gives it: a status saying halted that arrives after the reset was
+// seen ready, before this halt was sent, is stale — an older refresh
+// published after the reset's — and is counted, not taken for this one.
+func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch, i int) (s benchHaltSample, stale int, err error) {
+	stale = sw.drain() // the supervisor was seen ready since the last halt
 	id := h.nextID("halt")
-	b, err := h.request(api.Request{ID: id, Op: api.OpHalt, Reason: "bench"})
+	reason := "bench halt " + strconv.Itoa(i)
+	b, err := h.request(api.Request{ID: id, Op: api.OpHalt, Reason: reason})
 	if err != nil {
-		return s, err
+		return s, stale, err
 	}
-	rep, t0, at, err := h.sendAt(h.topics.AgentCmd(h.name), id, b)
+	rep, t0, at, err := h.sendAt(h.topics.AgentCmd(h.name), id, b, benchHaltTimeout)
+	if errors.Is(err, errNoAnswer) {
+		return benchHaltSample{latched: benchHaltTimeout, reply: benchHaltTimeout, status: benchHaltTimeout, lost: true, id: id, t0: t0}, stale, nil
+	}
 	if err != nil {
-		return s, err
+		return s, stale, err
 	}
 	if !rep.OK {
-		return s, fmt.Errorf("halt refused: %s %s", rep.Code, rep.Message)
+		return s, stale, fmt.Errorf("halt refused: %s %s", rep.Code, rep.Message)
 	}
-	seen, err := sw.await(benchReplyTimeout, func(st api.Status) bool { return st.Halted })
+	seen, err := sw.await(benchReplyTimeout, func(st api.Status) bool {
+		return st.Halted && strings.HasSuffix(st.HaltReason, ": "+reason)
+	})
 	if err != nil {
-		return s, fmt.Errorf("after a halt: %w", err)
+		return s, stale, fmt.Errorf("after halt %q: %w", reason, err)
 	}
 	latched, ok := door.tap.latched(id)
 	if !ok {
-		return s, fmt.Errorf("halt %s was answered but never reached the supervisor's Submit", id)
+		return s, stale, fmt.Errorf("halt %s was answered but never reached the supervisor's Submit", id)
 	}
-	return benchHaltSample{latched: latched.Sub(t0), reply: at.Sub(t0), status: seen.Sub(t0)}, nil
+	return benchHaltSample{latched: latched.Sub(t0), reply: at.Sub(t0), status: seen.Sub(t0), id: id, t0: t0}, stale, nil
 }
 
 // resetOnce resets the halt with the operator token — retrying while the
@@ -563,7 +617,7 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *frontDoorResult,
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			a, err := newBenchAgent(door.url, door.clientID, door.topics, names[i])
+			a, err := door.agent(names[i])
 			if err != nil {
 				errs[i] = err
 				return
@@ -686,7 +740,15 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *frontDoorResult,
 			return err
 		}
 	}
-	return nil
+	// Commit the agents' sagas too: left open, the supervisor's stop
+	// would unwind every step of them.
+	for i := range k {
+		wg.Go(func() {
+			_, errs[i] = agents[i].must(api.Request{Op: api.OpCommit, Saga: sagas[i]})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // benchRound starts k workers at once; each calls step(worker, i) back to
@@ -757,6 +819,13 @@ func printFrontDoor(w io.Writer, res *frontDoorResult) {
 	fdTable(w, "p50/quiet\tp99/quiet", res.Halt)
 	fmt.Fprintf(w, "\nhalt reply under the flood, p99 %s (goal ≤ %s: %s)\n", benchDur(time.Duration(res.Halt[1].P99)),
 		benchDur(time.Duration(res.HaltGoalP99)), benchMet(res.HaltGoalMet))
+	if lost := res.HaltsLate + res.HaltsDropped; lost > 0 {
+		fmt.Fprintf(w, "HALTS LOST: %d not answered within %s (counted as %s above): %d reached the supervisor only after the flood\n",
+			lost, benchDur(time.Duration(res.HaltTimeoutNs)), benchDur(time.Duration(res.HaltTimeoutNs)), res.HaltsLate)
+		fmt.Fprintf(w, "stopped, %d never reached it (dropped on the way; an external broker's log says why)\n", res.HaltsDropped)
+	} else {
+		fmt.Fprintf(w, "every halt was answered (within %s)\n", benchDur(time.Duration(res.HaltTimeoutNs)))
+	}
 	f := res.Flood
 	offered := "as fast as the client takes them"
 	if f.OfferedPerSec > 0 {
@@ -796,6 +865,10 @@ func printFrontDoor(w io.Writer, res *frontDoorResult) {
 	}
 	fmt.Fprintf(w, "\nlargest event published: %s (%s, a report of %d steps); %s\n",
 		benchBytes(float64(res.LargestEvent)), res.LargestEventKind, res.LargestEventSteps, limit)
+	if res.StaleHalted > 0 || res.StaleNotReady > 0 {
+		fmt.Fprintf(w, "stale after reset: %d times the retained status said halted:true again after a reset had been seen ready, with no\n", res.StaleHalted)
+		fmt.Fprintf(w, "halt sent; %d begins refused NOT_READY (retried) after the reset had been answered\n", res.StaleNotReady)
+	}
 	if len(res.Incidents) == 0 {
 		fmt.Fprintf(w, "incidents: none (no warning logged by the supervisor's transport%s)\n", map[bool]string{true: " or the embedded broker"}[res.MaxPacket > 0])
 	} else {

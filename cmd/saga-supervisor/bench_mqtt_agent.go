@@ -50,6 +50,8 @@ type benchAgent struct {
 	// paho's goroutine and must be quick.
 	other func(api.Reply, time.Time)
 	bad   atomic.Uint64 // replies that were not JSON
+	// staleNotReady, when set, counts begins refused NOT_READY and retried.
+	staleNotReady *atomic.Int64
 }
 
 // benchConnect opens a paho connection to url as clientID with TCP_NODELAY
@@ -159,20 +161,24 @@ func (a *benchAgent) request(req api.Request) ([]byte, error) {
 // returns that message and the time from just before the publish to its
 // arrival.
 func (a *benchAgent) send(topic, id string, payload []byte) (api.Reply, time.Duration, error) {
-	rep, t0, at, err := a.sendAt(topic, id, payload)
+	rep, t0, at, err := a.sendAt(topic, id, payload, benchReplyTimeout)
 	return rep, at.Sub(t0), err
 }
 
-// sendAt is send, returning when the publish began and when the answer
-// arrived.
-func (a *benchAgent) sendAt(topic, id string, payload []byte) (rep api.Reply, t0, at time.Time, err error) {
+// errNoAnswer is sendAt's error when no answer came in time.
+var errNoAnswer = errors.New("no answer")
+
+// sendAt is send with its own timeout, returning when the publish began
+// and when the answer arrived. Without an answer the error wraps
+// errNoAnswer.
+func (a *benchAgent) sendAt(topic, id string, payload []byte, timeout time.Duration) (rep api.Reply, t0, at time.Time, err error) {
 	ch := make(chan benchArrival, 1)
 	a.mu.Lock()
 	a.waiting[id] = ch
 	a.mu.Unlock()
 	t0 = time.Now()
 	a.c.Publish(topic, 1, false, payload)
-	timer := time.NewTimer(benchReplyTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
@@ -181,7 +187,7 @@ func (a *benchAgent) sendAt(topic, id string, payload []byte) (rep api.Reply, t0
 		a.mu.Lock()
 		delete(a.waiting, id)
 		a.mu.Unlock()
-		return api.Reply{}, t0, t0, fmt.Errorf("agent %s: no answer to %s within %v", a.name, id, benchReplyTimeout)
+		return api.Reply{}, t0, t0, fmt.Errorf("agent %s: %w to %s within %v", a.name, errNoAnswer, id, timeout)
 	}
 }
 
@@ -220,10 +226,27 @@ func (a *benchAgent) hello(ttl time.Duration) error {
 	return nil
 }
 
-// begin opens a saga.
+// begin opens a saga. A NOT_READY refusal is retried for up to a second
+// (and counted): right after a reset the supervisor's cached readiness
+// can still say halted for up to one poll interval, although the reset
+// was answered and the status was seen ready.
 func (a *benchAgent) begin() (uint64, error) {
-	rep, err := a.must(api.Request{Op: api.OpBegin})
-	return rep.Saga, err
+	for try := 0; ; try++ {
+		rep, _, err := a.call(api.Request{Op: api.OpBegin})
+		if err != nil {
+			return 0, err
+		}
+		if rep.OK {
+			return rep.Saga, nil
+		}
+		if rep.Code != api.CodeNotReady || try >= 50 {
+			return 0, fmt.Errorf("agent %s: begin refused: %s %s", a.name, rep.Code, rep.Message)
+		}
+		if a.staleNotReady != nil {
+			a.staleNotReady.Add(1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // close disconnects.
@@ -289,13 +312,17 @@ func watchStatus(a *benchAgent) (*benchStatusWatch, error) {
 	return w, nil
 }
 
-// drain forgets what has arrived so far.
-func (w *benchStatusWatch) drain() {
+// drain forgets what has arrived so far, and returns how many of those
+// statuses said halted.
+func (w *benchStatusWatch) drain() (halted int) {
 	for {
 		select {
-		case <-w.seen:
+		case s := <-w.seen:
+			if s.st.Halted {
+				halted++
+			}
 		default:
-			return
+			return halted
 		}
 	}
 }

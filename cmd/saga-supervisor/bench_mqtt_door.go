@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
@@ -43,6 +44,18 @@ type benchDoor struct {
 	// What the transport and the embedded broker logged at warning or
 	// above: a lost connection, a packet refused.
 	trLog, brokerLog *benchLogTally
+	// staleNotReady counts begins refused NOT_READY (and retried).
+	staleNotReady atomic.Int64
+}
+
+// agent connects a bench agent to the supervisor (benchAgent).
+func (d *benchDoor) agent(name string, extra ...string) (*benchAgent, error) {
+	a, err := newBenchAgent(d.url, d.clientID, d.topics, name, extra...)
+	if err != nil {
+		return nil, err
+	}
+	a.staleNotReady = &d.staleNotReady
+	return a, nil
 }
 
 // benchLogTally is a slog.Handler that counts warnings and errors by
@@ -151,12 +164,14 @@ func (d *benchDoor) incidents() []string {
 // and costs the transport's goroutine one comparison per request.
 type benchHaltTap struct {
 	*supervisor.Supervisor
-	mu sync.Mutex
-	at map[string]time.Time // by halt request id
+	mu        sync.Mutex
+	at        map[string]time.Time // by halt request id
+	submitted atomic.Uint64        // every request handed on
 }
 
 // Submit notes a halt's arrival, then hands every request on.
 func (t *benchHaltTap) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+	t.submitted.Add(1)
 	if derr == nil && req.Op == api.OpHalt {
 		now := time.Now()
 		t.mu.Lock()
@@ -257,7 +272,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 	d.sup.SetPublisher(d.pub)
 
 	// Ready as an agent sees it: the retained status.
-	w, err := newBenchAgent(d.url, d.clientID, d.topics, "ready-probe")
+	w, err := d.agent("ready-probe")
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
 // benchFlood is an agent that pipelines valid step requests — its own
@@ -38,10 +39,15 @@ type benchFlood struct {
 	stopCh chan struct{}
 	done   chan struct{}
 	begun  time.Time
+	saga   uint64 // the saga flooded last; a halt normally ended it
+
+	// submitted counts the requests the supervisor has taken from the
+	// transport, all agents together: stop waits for it to settle.
+	submitted func() uint64
 }
 
-func newBenchFlood(a *benchAgent, actuator string, rate float64) *benchFlood {
-	f := &benchFlood{a: a, actuator: actuator, rate: rate, replies: map[string]uint64{}}
+func newBenchFlood(a *benchAgent, actuator string, rate float64, submitted func() uint64) *benchFlood {
+	f := &benchFlood{a: a, actuator: actuator, rate: rate, replies: map[string]uint64{}, submitted: submitted}
 	a.mu.Lock()
 	a.other = f.onReply
 	a.mu.Unlock()
@@ -71,10 +77,14 @@ func (f *benchFlood) start() error {
 	if _, err := f.a.must(api.Request{Op: api.OpHeartbeat}); err != nil {
 		return fmt.Errorf("flood: %w", err)
 	}
+	if err := f.closeSaga(); err != nil {
+		return err
+	}
 	saga, err := f.a.begin()
 	if err != nil {
 		return fmt.Errorf("flood: %w", err)
 	}
+	f.saga = saga
 	// The requests are assembled from a template around id and value,
 	// checked once against the API's own decoder: encoding each one with
 	// api.EncodeRequest would cost more than the flood can afford.
@@ -97,6 +107,24 @@ func (f *benchFlood) start() error {
 	f.stopCh, f.done = make(chan struct{}), make(chan struct{})
 	f.begun = time.Now()
 	go f.pump(build)
+	return nil
+}
+
+// closeSaga commits the saga flooded last, if a halt did not end it: a
+// lost halt leaves it open, holding the actuator against the next saga.
+// It is refused SAGA_UNKNOWN when the halt did end it.
+func (f *benchFlood) closeSaga() error {
+	if f.saga == 0 {
+		return nil
+	}
+	rep, _, err := f.a.call(api.Request{Op: api.OpCommit, Saga: f.saga})
+	if err != nil {
+		return fmt.Errorf("flood: %w", err)
+	}
+	if !rep.OK && rep.Code != string(rollback.CodeSagaUnknown) {
+		return fmt.Errorf("flood: commit of saga %d refused: %s %s", f.saga, rep.Code, rep.Message)
+	}
+	f.saga = 0
 	return nil
 }
 
@@ -167,9 +195,12 @@ func (f *benchFlood) err() error {
 	return f.failed
 }
 
-// stop stops publishing and waits (up to benchReplyTimeout) until no reply
-// has come for benchDrainQuiet: what the lane held has been answered or
-// dropped.
+// stop stops publishing and waits (up to benchReplyTimeout) until, for
+// benchDrainQuiet, no reply has come and the supervisor has taken no
+// request: the broker's backlog has reached the supervisor (or was
+// dropped), and what the lane held has been answered (or its reply
+// dropped). Replies alone would not tell: the lanes drop most refusal
+// replies of a flood, so a backlog can be chewed through in silence.
 func (f *benchFlood) stop() {
 	close(f.stopCh)
 	<-f.done
@@ -177,8 +208,12 @@ func (f *benchFlood) stop() {
 	f.mu.Lock()
 	f.pumped += stopped.Sub(f.begun)
 	f.mu.Unlock()
+	seen, still := f.submitted(), stopped
 	for time.Since(stopped) < benchReplyTimeout {
-		last := max(stopped.UnixNano(), f.lastMsg.Load())
+		if n := f.submitted(); n != seen {
+			seen, still = n, time.Now()
+		}
+		last := max(still.UnixNano(), f.lastMsg.Load())
 		if time.Since(time.Unix(0, last)) >= benchDrainQuiet {
 			return
 		}
