@@ -447,6 +447,13 @@ func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt 
 				res.HaltsDropped++
 			}
 			needReset, _ = door.sup.Engine().Halted()
+			if flooding {
+				// The halt did not end the flood's saga: close it now,
+				// not at the next halt, which would report every step.
+				if err := fl.closeSaga(); err != nil {
+					return err
+				}
+			}
 		}
 		if needReset {
 			if err := resetOnce(h, sw, door.token); err != nil {
