@@ -188,7 +188,7 @@ func measureFrontDoor(ctx context.Context, res *frontDoorResult, opt frontDoorOp
 		return err
 	}
 	defer func() {
-		res.Incidents = door.incidents()
+		res.Incidents = append([]string{}, door.incidents()...) // [] rather than null in JSON
 		door.pub.mu.Lock()
 		res.LargestEvent, res.LargestEventKind, res.LargestEventSteps = door.pub.largest, door.pub.largestKind, door.pub.largestSteps
 		door.pub.mu.Unlock()
