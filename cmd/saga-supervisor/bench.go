@@ -92,6 +92,12 @@ func runBench(args []string, w io.Writer) (err error) {
 	dirFlag := fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
 	n := fs.Int("n", 2000, "samples per measurement")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
+	mqttFlag := fs.Bool("mqtt", false, "measure the front door instead: MQTT round trips beside the bare broker's echo and the local step, halt latency under a flood, durable steps/s of many agents (the supervisor runs in this process)")
+	broker := fs.String("broker", "", "with --mqtt: an external broker's URL, e.g. tcp://127.0.0.1:1883 (implies --mqtt; default: the embedded broker)")
+	halts := fs.Int("halts", 200, "with --mqtt: halt samples quiet, and as many under the flood")
+	agents := fs.Int("agents", 64, "with --mqtt: agents stepping at once for durable steps/s")
+	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
+	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -103,6 +109,21 @@ func runBench(args []string, w io.Writer) (err error) {
 	}
 	if *n < 1 {
 		return exitWith(2, "--n must be at least 1")
+	}
+	if *broker != "" {
+		*mqttFlag = true
+	}
+	if *mqttFlag {
+		switch {
+		case *halts < 1:
+			return exitWith(2, "--halts must be at least 1")
+		case *agents < 1 || *agents > 1000:
+			return exitWith(2, "--agents must be 1..1000")
+		case *agentsTime <= 0:
+			return exitWith(2, "--agents-time must be positive")
+		case !(*floodRate >= 0):
+			return exitWith(2, "--flood-rate must be 0 or more")
+		}
 	}
 	parent := *dirFlag
 	if parent == "" {
@@ -139,15 +160,35 @@ func runBench(args []string, w io.Writer) (err error) {
 	}()
 
 	fstype, disk := diskOf(dir)
-	res := &benchResult{Dir: dir, Disk: disk, N: *n, RecordBytes: benchRecordSize}
+	var warning string
 	if fstype == "tmpfs" || fstype == "ramfs" {
 		// Debian 13 and others mount /tmp in memory: fsync costs nothing
 		// there, and every figure would flatter the journal.
-		res.Warning = fmt.Sprintf("%s is in memory (%s): fsync costs nothing there; measure with --dir on the disk the journal will live on", dir, fstype)
+		warning = fmt.Sprintf("%s is in memory (%s): fsync costs nothing there; measure with --dir on the disk the journal will live on", dir, fstype)
 	}
 	prog := newProgress()
 	defer prog("")
 	start := time.Now()
+	if *mqttFlag {
+		res := &frontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
+		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate}
+		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
+			if ctx.Err() != nil {
+				return exitWith(130, "interrupted")
+			}
+			return err
+		}
+		res.TookNs = int64(time.Since(start))
+		prog("")
+		if *asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}
+		printFrontDoor(w, res)
+		return nil
+	}
+	res := &benchResult{Dir: dir, Disk: disk, Warning: warning, N: *n, RecordBytes: benchRecordSize}
 	if err := measureAll(ctx, res, prog); err != nil {
 		if ctx.Err() != nil {
 			return exitWith(130, "interrupted")
@@ -348,18 +389,25 @@ func benchGroup(ctx context.Context, dir string, g, n int, payload []byte) (late
 // benchOwner owns every saga of the bench.
 var benchOwner = rollback.Owner{Agent: "bench", Lease: "bench", Epoch: 1}
 
-// benchRegistry is one in-memory sim servo that reaches any angle at once,
-// limited to [-90, 90].
-func benchRegistry() (*actuators.Registry, *sim.World, error) {
+// benchRegistry is one in-memory sim servo, "base", that reaches any angle
+// at once, limited to [-90, 90].
+func benchRegistry() (*actuators.Registry, *sim.World, error) { return benchServos("base") }
+
+// benchServos is benchRegistry with one such servo per name.
+func benchServos(names ...string) (*actuators.Registry, *sim.World, error) {
 	world := sim.NewMemoryWorld()
-	reg, err := actuators.NewRegistry(&actuators.Actuator{
-		Name:    "base",
-		Kind:    actuators.Servo,
-		Limits:  limits.Spec{Min: -90, Max: 90},
-		Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
-		Timeout: benchDriverTimeout,
-		Driver:  world.Servo("base", 0, 0),
-	})
+	list := make([]*actuators.Actuator, 0, len(names))
+	for _, name := range names {
+		list = append(list, &actuators.Actuator{
+			Name:    name,
+			Kind:    actuators.Servo,
+			Limits:  limits.Spec{Min: -90, Max: 90},
+			Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
+			Timeout: benchDriverTimeout,
+			Driver:  world.Servo(name, 0, 0),
+		})
+	}
+	reg, err := actuators.NewRegistry(list...)
 	if err != nil {
 		world.Close()
 		return nil, nil, err
@@ -376,40 +424,86 @@ func benchIDs(prefix string, n int) []string {
 	return ids
 }
 
+// benchStepper is an engine with durability d on a fresh journal over the
+// sim servo "base", with one saga open whose untimed first step has taken
+// the actuator: what a timed engine step is measured on. The saga may carry
+// maxCmds commands.
+type benchStepper struct {
+	e     *rollback.Engine
+	log   *wal.Log
+	world *sim.World
+	dir   string
+	saga  uint64
+}
+
+func newBenchStepper(dir string, d rollback.Durability, maxCmds int) (_ *benchStepper, err error) {
+	reg, world, err := benchRegistry()
+	if err != nil {
+		return nil, err
+	}
+	log, err := wal.Open(dir, wal.Options{})
+	if err != nil {
+		world.Close()
+		return nil, err
+	}
+	st := &benchStepper{log: log, world: world, dir: dir}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	if st.e, err = rollback.New(rollback.Config{Journal: log, Actuators: reg, Durability: d, MaxSagaCommands: maxCmds}); err != nil {
+		return nil, err
+	}
+	if st.saga, err = st.e.Begin(benchOwner); err != nil {
+		return nil, err
+	}
+	if _, err := st.e.Step(st.saga, benchOwner, rollback.Command{ID: "take", Actuator: "base", Value: 1}); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// step is one engine step on the stepper's saga.
+func (st *benchStepper) step(id string, value float64) error {
+	_, err := st.e.Step(st.saga, benchOwner, rollback.Command{ID: id, Actuator: "base", Value: value})
+	return err
+}
+
+// commitAndClose commits the saga and closes the journal.
+func (st *benchStepper) commitAndClose() error {
+	if err := st.e.Commit(st.saga, benchOwner); err != nil {
+		st.close()
+		return err
+	}
+	return st.close()
+}
+
+// close closes the journal and the world and removes the directory.
+func (st *benchStepper) close() error {
+	err := st.log.Close()
+	st.world.Close()
+	return errors.Join(err, os.RemoveAll(st.dir))
+}
+
 // benchSteps opens an engine with durability d on a fresh journal, begins
 // one saga, takes the actuator with an untimed first step and times n
 // steps (values cycling 0..4). With refusals it then times n steps the gate
 // refuses (LIMIT_MAX) in the same saga. It returns the journal batches
 // (fsyncs) per timed step.
 func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, refusals bool) (steps latency.Samples, fsyncs float64, refused latency.Samples, err error) {
-	reg, world, err := benchRegistry()
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	defer world.Close()
-	log, err := wal.Open(dir, wal.Options{})
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	defer os.RemoveAll(dir)
-	defer log.Close()
 	// One saga carries every timed step and refusal: allow it that many.
-	e, err := rollback.New(rollback.Config{Journal: log, Actuators: reg, Durability: d, MaxSagaCommands: 2*n + 1})
+	st, err := newBenchStepper(dir, d, 2*n+1)
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	saga, err := e.Begin(benchOwner)
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	if _, err := e.Step(saga, benchOwner, rollback.Command{ID: "take", Actuator: "base", Value: 1}); err != nil {
-		return nil, 0, nil, err
-	}
+	e, log, saga := st.e, st.log, st.saga
 	ids := benchIDs("s", n)
 	st0 := log.Stats()
 	steps = make(latency.Samples, 0, n)
 	for i := range n {
 		if err := ctx.Err(); err != nil {
+			st.close()
 			return nil, 0, nil, err
 		}
 		cmd := rollback.Command{ID: ids[i], Actuator: "base", Value: float64(i % 5)}
@@ -417,16 +511,18 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 		_, err := e.Step(saga, benchOwner, cmd)
 		dt := time.Since(t0)
 		if err != nil {
+			st.close()
 			return nil, 0, nil, err
 		}
 		steps = append(steps, dt)
 	}
-	st := log.Stats()
-	fsyncs = float64(st.Batches-st0.Batches) / float64(n)
+	stats := log.Stats()
+	fsyncs = float64(stats.Batches-st0.Batches) / float64(n)
 	if refusals {
 		// Start with nothing pending, so the steps' records are not
 		// written while refusals are timed.
 		if err := log.Sync(); err != nil {
+			st.close()
 			return nil, 0, nil, err
 		}
 		ids := benchIDs("r", n)
@@ -434,6 +530,7 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 		refused = make(latency.Samples, 0, n)
 		for i := range n {
 			if err := ctx.Err(); err != nil {
+				st.close()
 				return nil, 0, nil, err
 			}
 			cmd := rollback.Command{ID: ids[i], Actuator: "base", Value: benchRefusalValue}
@@ -441,15 +538,13 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 			_, err := e.Step(saga, benchOwner, cmd)
 			dt := time.Since(t0)
 			if rollback.CodeOf(err) != want {
+				st.close()
 				return nil, 0, nil, fmt.Errorf("a step to %v was not refused with %s: %v", cmd.Value, want, err)
 			}
 			refused = append(refused, dt)
 		}
 	}
-	if err := e.Commit(saga, benchOwner); err != nil {
-		return nil, 0, nil, err
-	}
-	return steps, fsyncs, refused, log.Close()
+	return steps, fsyncs, refused, st.commitAndClose()
 }
 
 // benchRecovery writes a journal of benchRecoveryTotal engine records —
