@@ -74,3 +74,42 @@ func TestStatesPublishedInUnwindOrder(t *testing.T) {
 		t.Fatalf("states after the unwind published as %v, want unwind order %v", got, want)
 	}
 }
+
+// A refresh that read the state before a reset must not store it after
+// the reset's own refresh: readiness said "halted" for up to a poll
+// interval after a confirmed reset (found by the MQTT bench). Refreshes
+// run continuously beside halts and resets; after each reset returns, the
+// cached readiness must not be halted.
+func TestNoStaleHaltAfterReset(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					s.refresh()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 100 {
+		s.Halt("test", fmt.Sprint("round ", i))
+		s.engine.WaitHalts()
+		if err := s.Reset("operator-token", "test"); err != nil {
+			t.Fatalf("round %d: reset: %v", i, err)
+		}
+		s.mu.Lock()
+		ready, reasons := s.ready, s.reasons
+		s.mu.Unlock()
+		if !ready {
+			t.Fatalf("round %d: after a confirmed reset the cached readiness is %v %q", i, ready, reasons)
+		}
+	}
+}

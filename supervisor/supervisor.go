@@ -83,6 +83,7 @@ type Supervisor struct {
 	metrics  *metrics
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
+	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
 	mu        sync.Mutex // never held across I/O
 	pub       Publisher
 	ready     bool
@@ -295,6 +296,13 @@ func (s *Supervisor) poll() {
 }
 
 func (s *Supervisor) refresh() {
+	// One at a time: Reset refreshes on its caller's goroutine while the
+	// poller may be refreshing too, and a refresh that read the state
+	// before the reset must not store or publish it after (found by the
+	// MQTT bench: status said halted, and begin got NOT_READY, for up to a
+	// poll interval after a confirmed reset). Never taken on the halt path.
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
 	for _, ev := range s.supplies.Poll(s.now()) {
 		s.supplyEvent(ev)
 	}
