@@ -98,6 +98,7 @@ func runBench(args []string, w io.Writer) (err error) {
 	agents := fs.Int("agents", 64, "with --mqtt: agents stepping at once for durable steps/s")
 	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
 	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
+	haltTopic := fs.String("halt-topic", "estop", "with --mqtt: where the halts are published: estop (the agent's e-stop topic, read on the supervisor's own connection for it, as client.Halt does) or cmd (its command topic)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -123,6 +124,8 @@ func runBench(args []string, w io.Writer) (err error) {
 			return exitWith(2, "--agents-time must be positive")
 		case !(*floodRate >= 0):
 			return exitWith(2, "--flood-rate must be 0 or more")
+		case *haltTopic != "estop" && *haltTopic != "cmd":
+			return exitWith(2, "--halt-topic must be estop or cmd")
 		}
 	}
 	parent := *dirFlag
@@ -171,7 +174,7 @@ func runBench(args []string, w io.Writer) (err error) {
 	start := time.Now()
 	if *mqttFlag {
 		res := &frontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
-		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate}
+		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
 		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
 			if ctx.Err() != nil {
 				return exitWith(130, "interrupted")

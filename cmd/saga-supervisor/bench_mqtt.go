@@ -59,6 +59,7 @@ type frontDoorOptions struct {
 	agents     int           // agents of the throughput measurement
 	agentsTime time.Duration // length of each throughput round
 	floodRate  float64       // the flood's offered requests/s; 0 as fast as the client takes them
+	haltTopic  string        // "estop" (estop/<agent>) or "cmd" (cmd/<agent>)
 }
 
 // fdRow is one latency measurement of the front door. Ratios are to the
@@ -142,6 +143,7 @@ type frontDoorResult struct {
 	AgentQueue  int            `json:"agent_queue"`
 	N           int            `json:"n"`
 	Halts       int            `json:"halts"`
+	HaltTopic   string         `json:"halt_topic"` // estop (estop/<agent>) or cmd (cmd/<agent>)
 	RoundTrips  []fdRow        `json:"round_trips"`
 	Overhead    fdOverhead     `json:"overhead"`
 	Halt        []fdRow        `json:"halt"`
@@ -187,6 +189,7 @@ func measureFrontDoor(ctx context.Context, res *frontDoorResult, opt frontDoorOp
 	if err != nil {
 		return err
 	}
+	door.haltTopic, res.HaltTopic = opt.haltTopic, opt.haltTopic
 	defer func() {
 		res.Incidents = append([]string{}, door.incidents()...) // [] rather than null in JSON
 		door.pub.mu.Lock()
@@ -549,7 +552,11 @@ func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch, i int) (s be
 	if err != nil {
 		return s, stale, err
 	}
-	rep, t0, at, err := h.sendAt(h.topics.AgentCmd(h.name), id, b, benchHaltTimeout)
+	topic := h.topics.EstopAgent(h.name)
+	if door.haltTopic == "cmd" {
+		topic = h.topics.AgentCmd(h.name)
+	}
+	rep, t0, at, err := h.sendAt(topic, id, b, benchHaltTimeout)
 	if errors.Is(err, errNoAnswer) {
 		return benchHaltSample{latched: benchHaltTimeout, reply: benchHaltTimeout, status: benchHaltTimeout, lost: true, id: id, t0: t0}, stale, nil
 	}
@@ -821,7 +828,7 @@ func printFrontDoor(w io.Writer, res *frontDoorResult) {
 		benchSignedDur(o.P50), benchDur(time.Duration(o.GoalP50)), benchMet(o.MetP50),
 		benchSignedDur(o.P99), benchDur(time.Duration(o.GoalP99)), benchMet(o.MetP99))
 
-	fmt.Fprintf(w, "\n2. halt, from publishing {\"op\":\"halt\"} to its reply on reply/<agent> (sent once the halt is latched) and to the\n")
+	fmt.Fprintf(w, "\n2. halt, from publishing {\"op\":\"halt\"} on %s/<agent> to its reply on reply/<agent> (sent once the halt is latched) and to the\n", res.HaltTopic)
 	fmt.Fprintf(w, "retained status showing halted:true; n=%d each, quiet and flood alternating, reset between samples\n\n", res.Halts)
 	fdTable(w, "p50/quiet\tp99/quiet", res.Halt)
 	fmt.Fprintf(w, "\nhalt reply under the flood, p99 %s (goal ≤ %s: %s)\n", benchDur(time.Duration(res.Halt[1].P99)),

@@ -38,6 +38,7 @@ type benchDoor struct {
 	tr        *mqtt.Transport
 	topics    mqtt.Topics
 	token     string // the operator reset token
+	haltTopic string // where halts are published: "estop" or "cmd"
 	clientID  string // the supervisor's MQTT client id; agents' ids start with it too
 	tap       *benchHaltTap
 	pub       *benchPublisher

@@ -85,6 +85,7 @@ type Transport struct {
 	estopSubd  chan struct{} // closed after the e-stop connection's first subscription
 	estopOnce  sync.Once
 	out        chan outbound
+	urgent     chan outbound // halt replies and the status: published before out
 	done       chan struct{}
 	dropped    atomic.Uint64 // messages not published: the queue was full
 	tooLarge   atomic.Uint64 // messages not published: nothing of them fits MaxPayload
@@ -115,7 +116,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{opt: opt, h: h, log: lg, out: make(chan outbound, opt.QueueLen), done: make(chan struct{}),
+	t := &Transport{opt: opt, h: h, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
 		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{})}
 	co := t.clientOptions(opt.ClientID).
@@ -140,6 +141,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 		t.mu.Lock()
 		t.closed = true
 		close(t.out)
+		close(t.urgent)
 		t.mu.Unlock()
 		<-t.done
 		return nil, fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
@@ -227,7 +229,7 @@ func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
 	}
 	t.h.Submit(agent, req, nil, received, func(rep api.Reply) {
 		if req.ID != "" {
-			t.reply(agent, rep)
+			t.reply(agent, rep, true)
 		}
 	})
 }
@@ -296,7 +298,8 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		agent = topicAgent // the reply goes to whoever may write this topic
 		req.Agent = topicAgent
 	}
-	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep) })
+	halt := derr == nil && req.Op == api.OpHalt
+	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep, halt) })
 }
 
 // haltWord is in every halt request ("op":"halt"); a payload without it
@@ -319,33 +322,59 @@ func (t *Transport) maxRequest() int { return min(api.DefaultMaxRequestBytes, t.
 // unwind, a status with many sagas) is summarised to fit. A broker refuses
 // an oversized publish by dropping it or the connection; the supervisor
 // then reconnected and sent it again, in a loop.
-func (t *Transport) reply(agent string, rep api.Reply) {
+func (t *Transport) reply(agent string, rep api.Reply, urgent bool) {
 	if api.ValidName(agent) == nil {
-		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload))
+		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload), urgent)
 		return
 	}
-	t.PublishEvent(api.Event{Kind: api.EventReply, Reply: &rep})
+	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(api.Event{Kind: api.EventReply, Reply: &rep}, t.opt.MaxPayload), urgent)
 }
 
 // publishBounded publishes a payload a bounded encoder made; nil (nothing
 // fits) is counted and logged instead.
-func (t *Transport) publishBounded(topic string, b []byte) {
+func (t *Transport) publishBounded(topic string, b []byte, urgent bool) {
 	if b == nil {
 		t.tooLarge.Add(1)
 		t.log.Error("mqtt: message does not fit max_payload even summarised: not published", "topic", topic, "max_payload", t.opt.MaxPayload)
 		return
 	}
-	t.Publish(topic, false, b)
+	t.publish(topic, false, b, urgent)
 }
 
 // TooLarge is how many messages could not be published because not even
 // their summary fits MaxPayload.
 func (t *Transport) TooLarge() uint64 { return t.tooLarge.Load() }
 
-// publisher is the goroutine that hands queued messages to the client.
+// publisher is the goroutine that hands queued messages to the client. The
+// urgent queue (halt replies, the status) goes first: under a flood, the
+// out queue carries thousands of refusals a second, and what a halt did
+// must not wait behind them.
 func (t *Transport) publisher() {
 	defer close(t.done)
-	for m := range t.out {
+	urgent, out := t.urgent, t.out
+	for urgent != nil || out != nil {
+		var m outbound
+		var ok bool
+		select {
+		case m, ok = <-urgent:
+			if !ok {
+				urgent = nil
+				continue
+			}
+		default:
+			select {
+			case m, ok = <-urgent:
+				if !ok {
+					urgent = nil
+					continue
+				}
+			case m, ok = <-out:
+				if !ok {
+					out = nil
+					continue
+				}
+			}
+		}
 		if t.client.IsConnectionOpen() {
 			t.client.Publish(m.topic, t.qos(m.topic, m.retained), m.retained, m.payload)
 		}
@@ -360,6 +389,11 @@ func (t *Transport) publisher() {
 // reconnect is also what races inside paho v1.5.1's session resume
 // (eclipse-paho/paho.mqtt.golang#703).
 func (t *Transport) Publish(topic string, retained bool, payload []byte) {
+	t.publish(topic, retained, payload, false)
+}
+
+// publish queues a message, on the urgent queue or the ordinary one.
+func (t *Transport) publish(topic string, retained bool, payload []byte, urgent bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if retained {
@@ -374,8 +408,12 @@ func (t *Transport) Publish(topic string, retained bool, payload []byte) {
 	if t.closed {
 		return
 	}
+	q := t.out
+	if urgent {
+		q = t.urgent
+	}
 	select {
-	case t.out <- outbound{topic: topic, retained: retained, payload: payload}:
+	case q <- outbound{topic: topic, retained: retained, payload: payload}:
 	default:
 		// The broker is not taking messages as fast as they come; a
 		// retained one is kept above and republished on the next connect.
@@ -404,7 +442,7 @@ func (t *Transport) qos(topic string, retained bool) byte {
 
 // PublishEvent publishes an event (supervisor.Publisher).
 func (t *Transport) PublishEvent(ev api.Event) {
-	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload))
+	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload), false)
 }
 
 // PublishState publishes an actuator's retained state (supervisor.Publisher).
@@ -420,7 +458,7 @@ func (t *Transport) SetStatus(s api.Status) {
 	changed := string(b) != string(t.retained[t.opt.Topics.Status()])
 	t.mu.Unlock()
 	if changed {
-		t.Publish(t.opt.Topics.Status(), true, b)
+		t.publish(t.opt.Topics.Status(), true, b, true)
 	}
 }
 
@@ -438,6 +476,7 @@ func (t *Transport) Close() error {
 		t.mu.Lock()
 		t.closed = true
 		close(t.out)
+		close(t.urgent)
 		t.mu.Unlock()
 		<-t.done // what was queued is handed to the client before it disconnects
 		t.client.Disconnect(250)
