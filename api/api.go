@@ -461,7 +461,7 @@ func classify(tok json.Token) (kind, string) {
 
 func salvage(rs *[numFields]raw) Request {
 	var r Request
-	if f := rs[fID]; f.n == 1 && f.kind == kString && !f.lone && checkText(f.text, MaxIDBytes) == "" {
+	if f := rs[fID]; f.n == 1 && f.kind == kString && !f.lone && CheckText(f.text, MaxIDBytes) == "" {
 		r.ID = f.text
 	}
 	if f := rs[fAgent]; f.n == 1 && f.kind == kString && !f.lone && ValidName(f.text) == nil {
@@ -555,20 +555,20 @@ func str(rs *[numFields]raw, f, min, max int) (string, *Error) {
 	if len(s) < min {
 		return "", badRequest(fieldNames[f], "field %q is empty", fieldNames[f])
 	}
-	if why := checkText(s, max); why != "" {
+	if why := CheckText(s, max); why != "" {
 		return "", badRequest(fieldNames[f], "field %q %s", fieldNames[f], why)
 	}
 	return s, nil
 }
 
-// checkText says what is wrong with a string field's text, or "".
+// CheckText says what is wrong with a string field's text, or "".
 // Printable means unicode.IsPrint: no control or format characters, and no
 // space but U+0020, so an id or reason cannot forge a line in a log.
 // U+FFFD, the replacement character, is printable (a symbol) and passes
 // like any other: sent as UTF-8 or as the escape "\ufffd" it is one
 // character, and since the decoder refuses lone surrogate escapes and
 // invalid UTF-8, it can only reach a field when the client sent it.
-func checkText(s string, max int) string {
+func CheckText(s string, max int) string {
 	if len(s) > max {
 		return fmt.Sprintf("is %d bytes, over the limit of %d", len(s), max)
 	}

@@ -199,7 +199,7 @@ func checkReplyFull(t testing.TB, r Reply, full []byte, max int) []byte {
 	if re := EncodeReply(back); !bytes.Equal(re, got) {
 		t.Fatalf("EncodeReply of the decoding differs:\n%.300s\n%.300s", re, got)
 	}
-	idFits := checkText(r.ID, MaxIDBytes) == ""
+	idFits := CheckText(r.ID, MaxIDBytes) == ""
 	if bytes.Equal(got, mustMarshal(replyTooLarge(max))) { // step 7: the id did not fit
 		if idFits && max >= MinEncodeBytes {
 			t.Fatalf("max %d: the last resort for id %q", max, r.ID)
@@ -483,7 +483,7 @@ func TestEncodeMaxFloor(t *testing.T) {
 		}
 	}
 	id, agent, junk := strings.Repeat(`"`, MaxIDBytes), strings.Repeat(`"`, MaxNameBytes), strings.Repeat("\x01", 1000)
-	if checkText(id, MaxIDBytes) != "" || ValidName(agent) != nil {
+	if CheckText(id, MaxIDBytes) != "" || ValidName(agent) != nil {
 		t.Fatal("the worst id and agent must be valid")
 	}
 	rep := makeReport(5000, shapes[5], 11)

@@ -39,7 +39,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			if r != (Request{ID: r.ID, Agent: r.Agent}) {
 				t.Fatalf("refusal returned more than id and agent: %+v", r)
 			}
-			if r.ID != "" && checkText(r.ID, MaxIDBytes) != "" || r.Agent != "" && ValidName(r.Agent) != nil {
+			if r.ID != "" && CheckText(r.ID, MaxIDBytes) != "" || r.Agent != "" && ValidName(r.Agent) != nil {
 				t.Fatalf("salvaged an invalid id or agent: %+v", r)
 			}
 			reply := ErrorReply(r.ID, err)
@@ -208,7 +208,7 @@ func FuzzEncodeMax(f *testing.F) {
 				t.Fatalf("EncodeEvent of the decoding differs: %.300s", got)
 			}
 			whole := sanitizeReply(r)
-			if max >= MinEncodeBytes && checkText(id, MaxIDBytes) == "" &&
+			if max >= MinEncodeBytes && CheckText(id, MaxIDBytes) == "" &&
 				(back.Reply.ID != whole.ID || back.Reply.OK != whole.OK || back.Reply.Code != whole.Code) {
 				t.Fatalf("reply event lost id, ok or code: %.300s", got)
 			}

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -161,7 +160,7 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 	if _, err := readBody(w, r, &body); err != nil {
 		warning = "reason ignored: " + err.Message
 		body.Reason = ""
-	} else if why := checkText(body.Reason, maxReasonBytes); why != "" {
+	} else if why := api.CheckText(body.Reason, maxReasonBytes); why != "" {
 		warning = "reason ignored: it " + why
 		body.Reason = ""
 	}
@@ -187,7 +186,7 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		h.refuseReset(w, status, err)
 		return
 	}
-	if why := checkText(body.Operator, maxOperatorBytes); why != "" {
+	if why := api.CheckText(body.Operator, maxOperatorBytes); why != "" {
 		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
 		return
 	}
@@ -254,20 +253,6 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) (int, *api.Error) {
 		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "the body has data after the JSON object"}
 	}
 	return 0, nil
-}
-
-// checkText says what is wrong with a text field, or "": the MQTT API's
-// rule (unicode.IsPrint, so a reason cannot forge a line in a log).
-func checkText(s string, max int) string {
-	if len(s) > max {
-		return fmt.Sprintf("is %d bytes, over the limit of %d", len(s), max)
-	}
-	for _, c := range s {
-		if !unicode.IsPrint(c) {
-			return fmt.Sprintf("holds the unprintable character %U", c)
-		}
-	}
-	return ""
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
