@@ -209,7 +209,8 @@ func (e *Engine) haltPass(reasons []string, more uint64) ([]*Report, error) {
 	fatal := e.fatal
 	// A halt that is already latched and applied by this process (a
 	// second halt while halted, a flood of them) moves nothing again:
-	// nothing can have moved since.
+	// nothing can have moved since. If a safe policy failed, safeDone is
+	// false and the policies are tried again.
 	again := e.safeDone && e.latched() && len(reasons) > 0
 	e.mu.Unlock()
 	if fatal == nil {
@@ -293,7 +294,9 @@ func (e *Engine) goSafeAll() error {
 		}
 	}
 	e.mu.Lock()
-	e.safeDone = e.stopped()
+	// Done only if every policy took: a later halt (an operator pressing
+	// again because something did not go safe) or Recover tries again.
+	e.safeDone = e.stopped() && len(errs) == 0
 	e.mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package rollback
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,3 +224,69 @@ func fmtSscanf(m string, k *int) (int, error) {
 }
 
 var errNotCount = &Error{Code: CodeBadRequest, Message: "not a count record"}
+
+// A second halt while halted moves nothing again — unless a safe policy
+// failed the first time: then it tries again (an operator pressing halt a
+// second time because something did not go safe must get that).
+func TestSecondHaltRetriesAFailedSafePolicy(t *testing.T) {
+	r := newRig(t, nil)
+	r.step(t, r.begin(t), "1", "shoulder", 40) // the saga is ended by the halt; shoulder at 40
+	r.drivers["shoulder"].fail = func(v float64, n int) error {
+		if n == 2 { // the first halt's safe move
+			return errors.New("servo jammed")
+		}
+		return nil
+	}
+	if _, err := r.e.Halt("first"); err == nil {
+		t.Fatal("the failed safe policy was not reported")
+	}
+	if r.w.value["shoulder"] != 40 {
+		t.Fatalf("shoulder at %v after a failed safe move", r.w.value["shoulder"])
+	}
+	if _, err := r.e.Halt("again"); err != nil {
+		t.Fatalf("second halt: %v", err)
+	}
+	if r.w.value["shoulder"] != 0 {
+		t.Fatalf("the second halt did not retry the safe policy: shoulder at %v", r.w.value["shoulder"])
+	}
+	calls := len(r.w.setCalls())
+	if _, err := r.e.Halt("third"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.w.setCalls()); n != calls {
+		t.Fatalf("a third halt, with every policy applied, moved actuators again (%d sets, was %d)", n, calls)
+	}
+}
+
+// The reports of sagas a compensation failure's halt ends reach OnHalt:
+// they were returned to a caller that dropped them, so no event told of
+// them.
+func TestCompensationFailureHaltReportsReachOnHalt(t *testing.T) {
+	var mu sync.Mutex
+	var got []*Report
+	r := newRig(t, func(c *Config) {
+		c.OnHalt = func(reps []*Report, _ error) { mu.Lock(); got = append(got, reps...); mu.Unlock() }
+	})
+	other := r.begin(t)
+	r.step(t, other, "o1", "base", 10) // a second saga, ended unresolved by the halt
+	failing := r.begin(t)
+	r.step(t, failing, "f1", "elbow", 30)
+	r.drivers["elbow"].fail = func(v float64, n int) error {
+		if v == 20 { // every attempt to restore the prior
+			return errors.New("elbow jammed")
+		}
+		return nil
+	}
+	if _, err := r.e.Abort(failing, r.owner, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := r.e.Halted(); !h {
+		t.Fatal("a failed compensation did not halt")
+	}
+	r.e.WaitHalts()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].Saga != other || got[0].Clean() {
+		t.Fatalf("OnHalt got %d reports (%+v), want the other saga's, partial", len(got), got)
+	}
+}

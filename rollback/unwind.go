@@ -195,7 +195,13 @@ func (e *Engine) fallbackLocked(s *saga, g group, msg string) {
 	}
 	if e.cfg.OnCompensationFailure == HaltOnFailure {
 		e.mu.Unlock()
-		e.Halt(fmt.Sprintf("compensation failed: saga %d step %d on %s", s.id, g.steps[0].n, g.name))
+		// Applied here, before the unwind goes on (it must find the halt
+		// applied); the reports of the sagas it ended go where an async
+		// halt's go, or nobody would hear of them.
+		reps, err := e.Halt(fmt.Sprintf("compensation failed: saga %d step %d on %s", s.id, g.steps[0].n, g.name))
+		if e.cfg.OnHalt != nil && (len(reps) > 0 || err != nil) {
+			e.cfg.OnHalt(reps, err)
+		}
 		e.mu.Lock()
 	}
 }
