@@ -186,3 +186,36 @@ func TestGuaranteesEndpoint(t *testing.T) {
 		t.Fatalf("GET /api/v1/guarantees: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// A refused heartbeat is served on the transport's goroutine, so it is not
+// journaled one by one — but it is journaled, in aggregate (it was only
+// counted in metrics, and the audit trail lost it).
+func TestRefusedHeartbeatsJournaledInAggregate(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	for i := range 3 {
+		got := make(chan api.Reply, 1)
+		req := api.Request{ID: fmt.Sprint("hb", i), Agent: "ghost", Op: api.OpHeartbeat, Lease: "L9-nope", Epoch: 9}
+		s.Submit("ghost", req, nil, time.Now(), func(r api.Reply) { got <- r })
+		if r := <-got; r.OK || !strings.HasPrefix(r.Code, "LEASE_") {
+			t.Fatalf("heartbeat on no lease: %+v", r)
+		}
+	}
+	s.lanes.Flush()
+	if err := s.journal.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	err := wal.Scan(s.journal.Dir(), wal.Options{}, 1, func(wr wal.Record) error {
+		rec, err := rollback.DecodeRecord(wr.Type, wr.Payload)
+		if err == nil && rec.Type == rollback.RecRefused && rec.Agent == "ghost" {
+			found = append(found, rec.Code+": "+rec.Message)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || !strings.Contains(found[0], "3 heartbeat requests refused") {
+		t.Fatalf("REFUSED records for the heartbeats: %q, want one counting 3", found)
+	}
+}

@@ -46,17 +46,24 @@ func (h laneHandler) Halt(req api.Request) {
 // and code per interval, its message giving the count.
 func (h laneHandler) Refusals(ts []ingress.Tally) {
 	for _, t := range ts {
-		h.s.metrics.commandN(opOf(t.Code), false, t.Code, float64(t.Count))
+		h.s.metrics.commandN(opOf(t), false, t.Code, float64(t.Count))
+		what := "requests"
+		if t.Op != "" {
+			what = string(t.Op) + " requests"
+		}
 		h.s.engine.RecordRefusal(0, rollback.Owner{Agent: t.Agent}, rollback.Command{}, rollback.Code(t.Code),
-			fmt.Sprintf("%d requests refused with %s since the last count", t.Count, t.Code))
+			fmt.Sprintf("%d %s refused with %s since the last count", t.Count, what, t.Code))
 	}
 }
 
-// opOf labels the metric of refusals counted in aggregate: the lanes do
-// not keep each request's op.
-func opOf(code string) string {
-	switch code {
-	case api.CodeRateLimited, api.CodeBusy, api.CodeTooManyAgents:
+// opOf labels the metric of refusals counted in aggregate: their op, or —
+// for requests refused before they were decoded — "lane" (shed by the
+// lanes) or "invalid" (refused by the decoder).
+func opOf(t ingress.Tally) string {
+	switch {
+	case t.Op != "":
+		return string(t.Op)
+	case t.Code == api.CodeRateLimited || t.Code == api.CodeBusy || t.Code == api.CodeTooManyAgents:
 		return opLane
 	}
 	return opInvalid
@@ -69,10 +76,10 @@ func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 	rep, journaled := s.handle(req, received)
 	if !rep.OK && !journaled {
 		if req.Op == api.OpHeartbeat {
-			// Counted, not journaled one by one: a heartbeat is served on
-			// the transport's goroutine, which must not wait on the
-			// engine.
-			s.metrics.command(string(req.Op), false, rep.Code)
+			// Journaled and counted in aggregate, like the lanes' own
+			// refusals: a heartbeat is served on the transport's
+			// goroutine, which must not wait on the engine.
+			s.lanes.Count(req.Agent, req.Op, rep.Code)
 			return rep
 		}
 		s.RecordRefusal(req, rep.Code, rep.Message)

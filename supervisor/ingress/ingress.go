@@ -70,6 +70,7 @@ type Handler interface {
 // request named none that could be read).
 type Tally struct {
 	Agent string
+	Op    api.Op // the requests' op; "" when they were not decoded
 	Code  string
 	Count uint64
 }
@@ -145,7 +146,7 @@ type Lanes struct {
 	ticker  sync.WaitGroup
 }
 
-type tallyKey struct{ agent, code string }
+type tallyKey struct{ agent, op, code string }
 
 // item is one queued request, or a reply already decided (a refusal, a
 // replay) that must leave after the agent's earlier replies.
@@ -202,7 +203,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		ln := l.lanes[agent]
 		if ln != nil {
 			if rep, k := ln.cache.lookup(req); k != unseen {
-				l.countSeenLocked(ln, k)
+				l.countSeenLocked(ln, req, k)
 				l.mu.Unlock()
 				reply(rep)
 				return
@@ -228,7 +229,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 	}
 	if derr != nil {
 		l.stats.Undecodable++
-		l.tally[tallyKey{agent, derr.Code}]++
+		l.tally[tallyKey{agent, "", derr.Code}]++
 	}
 	ln := l.laneLocked(agent, now)
 	if ln == nil {
@@ -237,7 +238,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 			code = derr.Code // already tallied
 		} else {
 			l.stats.TooManyAgents++
-			l.tally[tallyKey{agent, code}]++
+			l.tally[tallyKey{agent, string(req.Op), code}]++
 		}
 		l.mu.Unlock()
 		if derr != nil {
@@ -255,7 +256,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		return
 	}
 	if rep, k := ln.cache.lookup(req); k != unseen {
-		l.countSeenLocked(ln, k)
+		l.countSeenLocked(ln, req, k)
 		l.answerLocked(ln, item{req: req, reply: reply, answered: &rep})
 		l.mu.Unlock()
 		return
@@ -267,7 +268,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 			l.stats.Replayed++
 			l.answerLocked(ln, item{req: req, reply: reply, replay: true})
 		} else {
-			l.tally[tallyKey{ln.agent, codeDuplicateID}]++
+			l.tally[tallyKey{ln.agent, string(req.Op), codeDuplicateID}]++
 			l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: codeDuplicateID,
 				Message: "id " + req.ID + " is already used by a queued " + string(first.Op) + " request; use a new id for every request"}))})
 		}
@@ -321,24 +322,33 @@ func (l *Lanes) Shed(agent string) bool {
 	ln.used = now
 	l.stats.RateLimited++
 	l.stats.RepliesDropped++
-	l.tally[tallyKey{agent, api.CodeRateLimited}]++
+	l.tally[tallyKey{agent, "", api.CodeRateLimited}]++
 	return true
 }
 
 func ptr(r api.Reply) *api.Reply { return &r }
 
-func (l *Lanes) countSeenLocked(ln *lane, k seen) {
+func (l *Lanes) countSeenLocked(ln *lane, req api.Request, k seen) {
 	if k == replayed {
 		l.stats.Replayed++
 		return
 	}
-	l.tally[tallyKey{ln.agent, codeDuplicateID}]++
+	l.tally[tallyKey{ln.agent, string(req.Op), codeDuplicateID}]++
+}
+
+// Count adds a refusal decided elsewhere to the tally reported through
+// Refusals: for a request served at once (a heartbeat) on a goroutine that
+// must not wait on the journal.
+func (l *Lanes) Count(agent string, op api.Op, code string) {
+	l.mu.Lock()
+	l.tally[tallyKey{agent, string(op), code}]++
+	l.mu.Unlock()
 }
 
 // refuseLocked tallies a lane refusal and queues its reply behind the
 // agent's earlier ones.
 func (l *Lanes) refuseLocked(ln *lane, req api.Request, reply func(api.Reply), code, msg string) {
-	l.tally[tallyKey{ln.agent, code}]++
+	l.tally[tallyKey{ln.agent, string(req.Op), code}]++
 	l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: code, Message: msg}))})
 }
 
@@ -463,13 +473,16 @@ func (l *Lanes) Flush() {
 	}
 	ts := make([]Tally, 0, len(l.tally))
 	for k, n := range l.tally {
-		ts = append(ts, Tally{Agent: k.agent, Code: k.code, Count: n})
+		ts = append(ts, Tally{Agent: k.agent, Op: api.Op(k.op), Code: k.code, Count: n})
 	}
 	clear(l.tally)
 	l.mu.Unlock()
 	sort.Slice(ts, func(i, j int) bool {
 		if ts[i].Agent != ts[j].Agent {
 			return ts[i].Agent < ts[j].Agent
+		}
+		if ts[i].Op != ts[j].Op {
+			return ts[i].Op < ts[j].Op
 		}
 		return ts[i].Code < ts[j].Code
 	})
