@@ -278,7 +278,7 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		return
 	}
 	topicAgent, own := strings.CutPrefix(topic, t.opt.Topics.Cmd()+"/")
-	if own && api.ValidName(topicAgent) == nil && !bytes.Contains(m.Payload(), haltWord) && t.shed(topicAgent) {
+	if own && api.ValidName(topicAgent) == nil && !mayBeHalt(m.Payload()) && t.shed(topicAgent) {
 		// The agent is over its rate: refused before decoding, so a flood
 		// costs the supervisor as little as possible. A payload that may
 		// be a halt is always decoded: the halt path never sheds.
@@ -302,9 +302,13 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep, halt) })
 }
 
-// haltWord is in every halt request ("op":"halt"); a payload without it
-// cannot be one.
-var haltWord = []byte("halt")
+// mayBeHalt reports whether payload could decode to a halt request: it
+// holds "halt", or a \u escape (JSON may spell any letter of "halt" as
+// one, "\u0068alt"). A payload that is neither cannot be a halt, and may be
+// shed unread.
+func mayBeHalt(payload []byte) bool {
+	return bytes.Contains(payload, []byte("halt")) || bytes.Contains(payload, []byte(`\u`))
+}
 
 // shed asks the Handler whether agent's request may be refused unread.
 func (t *Transport) shed(agent string) bool {
