@@ -1,6 +1,10 @@
 package ingress
 
-import "github.com/saga-supervisor/saga-supervisor/api"
+import (
+	"encoding/json"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+)
 
 // replyCache remembers the replies to an agent's most recent requests, by
 // id, so that a replayed request gets the first reply and is not served
@@ -55,9 +59,23 @@ const (
 // package lists it; it is not redeclared there).
 const codeDuplicateID = "DUPLICATE_ID"
 
+// cachedReplyBytes bounds a remembered reply: a larger one (the report of
+// a long unwind) is remembered summarised, as api.EncodeReplyMax would send
+// it at this size, so that 256 remembered aborts cannot hold hundreds of
+// megabytes of reports.
+const cachedReplyBytes = 4096
+
 func (c *replyCache) store(req api.Request, rep api.Reply) {
-	if req.ID == "" || cap(c.ring) == 0 {
+	if req.ID == "" || cap(c.ring) == 0 || req.Op == api.OpStatus {
+		// A status is read-only: a replay is answered afresh, and its
+		// (large) body is not kept.
 		return
+	}
+	if rep.Report != nil && len(rep.Report.Steps) > 16 {
+		var small api.Reply
+		if json.Unmarshal(api.EncodeReplyMax(rep, cachedReplyBytes), &small) == nil {
+			rep = small
+		}
 	}
 	if req.Op == api.OpHello && rep.OK && rep.Lease != c.lease {
 		c.ring, c.next = c.ring[:0], 0

@@ -376,3 +376,27 @@ func TestShed(t *testing.T) {
 		t.Fatalf("tallied %d RATE_LIMITED, want 3 (two answered, one shed)", got)
 	}
 }
+
+// Remembered replies are bounded: a status is not kept (a replay is served
+// afresh), and a long report is kept summarised.
+func TestReplyCacheBounded(t *testing.T) {
+	c := newReplyCache(4)
+	st := api.Request{ID: "s", Op: api.OpStatus}
+	c.store(st, api.Reply{ID: "s", OK: true, Status: []byte(`{"ready":true,"halted":false}`)})
+	if _, k := c.lookup(st); k != unseen {
+		t.Fatal("a status reply was remembered")
+	}
+	ab := api.Request{ID: "a", Op: api.OpAbort, Lease: "L", Saga: 1}
+	rep := api.Reply{ID: "a", OK: true, Saga: 1, Report: &api.ReportJSON{Saga: 1, Agent: "x", Order: "retrace"}}
+	for i := range 2000 {
+		rep.Report.Steps = append(rep.Report.Steps, api.StepReport{Step: uint32(2000 - i), Actuator: "elbow", Outcome: "applied", Bucket: "compensated", Attempts: 1})
+	}
+	c.store(ab, rep)
+	got, k := c.lookup(ab)
+	if k != replayed || got.Report == nil || !got.Report.Truncated || got.Report.StepsTotal != 2000 || got.Report.Verdict != "clean" {
+		t.Fatalf("remembered abort: %v %+v", k, got.Report)
+	}
+	if b := api.EncodeReply(got); len(b) > cachedReplyBytes {
+		t.Fatalf("remembered reply is %d bytes", len(b))
+	}
+}
