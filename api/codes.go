@@ -18,6 +18,7 @@ const (
 	CodeRateLimited     = "RATE_LIMITED"      // the agent is over its request rate
 	CodeBusy            = "BUSY"              // the agent's queue of waiting requests is full
 	CodeTooManyAgents   = "TOO_MANY_AGENTS"   // the supervisor serves as many agents as it allows
+	CodeForbidden       = "FORBIDDEN"         // the agent may not do this (agents.allow, or reset off)
 )
 
 // CodeInfo documents one wire code for the agents that receive it.
@@ -46,6 +47,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeHalted), "The supervisor is halted (e-stop latched). Every command is refused.", "Stop. An operator must reset; then hello again and begin a new saga."},
 	{string(rollback.CodeJournalFailed), "The journal failed. Nothing may move until the supervisor is restarted on a working journal.", "Stop and alert an operator. Resetting does not help."},
 	{CodeUnauthorized, "Reset was refused: the token is wrong.", "Do not retry: only an operator with the token may reset."},
+	{CodeForbidden, "The agent may not do this: the configuration (agents.allow) does not give it this op or this actuator, or it names no such agent; or a reset over MQTT, which is off (mqtt.allow_reset). Refusals are journaled in aggregate. Nothing moved.", "Do not retry: ask the robot's operator for the permission."},
 
 	// Leases (supervisor/lease).
 	{"LEASE_UNKNOWN", "No lease with that id was granted, or it ended too long ago to be recognised.", "Send hello for a new lease, then begin a new saga."},

@@ -348,7 +348,13 @@ func TestClientCloseSendsBye(t *testing.T) {
 }
 
 func TestClientHaltReset(t *testing.T) {
-	d := startDaemon(t)
+	// Reset over MQTT, as a supervisor with mqtt.allow_reset (which needs
+	// TLS in a config file) and an agent given reset allow it.
+	d := &daemon{daemontest.Start(t, "", func(c *config.Config) {
+		c.HTTP.ResetToken = token
+		c.MQTT.AllowReset = true
+		c.Agents.Allow = map[string]config.Permission{"planner": {}, "operator": {Ops: []string{"reset", "status"}}}
+	})}
 	c := dial(t, d.opts("planner"))
 	op := dial(t, client.Options{Broker: d.Broker.URL(), Agent: "operator", Device: "arm1", NoLease: true})
 	ctx := context.Background()
@@ -373,6 +379,9 @@ func TestClientHaltReset(t *testing.T) {
 	}
 	if err := op.Reset(ctx, "wrong"); !errors.Is(err, client.ErrUnauthorized) || client.CodeOf(err) != "UNAUTHORIZED" {
 		t.Fatalf("reset with a wrong token: %v", err)
+	}
+	if err := c.Reset(ctx, token); !errors.Is(err, client.ErrForbidden) || !client.IsRefusal(err) {
+		t.Fatalf("reset by an agent not given reset: %v", err)
 	}
 	if err := op.Reset(ctx, token); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,11 @@ var (
 	ErrNotReady = errors.New("client: supervisor not ready")
 	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
 	ErrUnauthorized = errors.New("client: unauthorized")
+	// ErrForbidden: the supervisor's configuration does not let this agent
+	// do this (FORBIDDEN): an op or actuator agents.allow does not give
+	// it, or a reset over MQTT while that is off. Nothing moved; do not
+	// retry.
+	ErrForbidden = errors.New("client: forbidden")
 	// ErrBackOff: the request was not served because this agent is over
 	// its rate (RATE_LIMITED) or queue (BUSY), or the supervisor serves as
 	// many agents as it may (TOO_MANY_AGENTS). Nothing moved; pause, then
@@ -85,6 +90,7 @@ var codeClass = map[string]class{
 	"HALTED":            {refusal: true, sentinel: ErrHalted},
 	"JOURNAL_FAILED":    {refusal: true},
 	"UNAUTHORIZED":      {refusal: true, sentinel: ErrUnauthorized},
+	"FORBIDDEN":         {refusal: true, sentinel: ErrForbidden},
 	"LEASE_UNKNOWN":     {refusal: true, sentinel: ErrLeaseLost},
 	"LEASE_EXPIRED":     {refusal: true, sentinel: ErrLeaseLost},
 	"LEASE_NOT_HOLDER":  {refusal: true, sentinel: ErrLeaseLost},

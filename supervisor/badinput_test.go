@@ -17,13 +17,24 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
+// newTestSupervisor builds a supervisor on the embedded default, with
+// permissions off (agents.allow empty): these tests are about everything
+// but permissions, and use agents of every name.
 func newTestSupervisor(t *testing.T) (*Supervisor, *Built) {
+	t.Helper()
+	return newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Allow = nil })
+}
+
+// newTestSupervisorWith builds a supervisor on the embedded default as
+// changed by edit.
+func newTestSupervisorWith(t *testing.T, edit func(*config.Config)) (*Supervisor, *Built) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	cfg.HTTP.ResetToken = "operator-token"
+	edit(cfg)
 	b, err := FromConfig(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +126,7 @@ func TestBadInputIsRefusedJournaledAndMovesNothing(t *testing.T) {
 		{"saga beyond uint64", step("t26", `"actuator":"base","value":1,"saga":18446744073709551616`), "BAD_REQUEST"},
 		{"empty id", `{"id":"","agent":"planner","op":"status"}`, "BAD_REQUEST"},
 		{"deadline too long", step("t27", `"actuator":"base","value":1,"deadline_ms":600000`), "BAD_REQUEST"},
-		{"reset without token", `{"id":"t28","agent":"planner","op":"reset","token":"guess"}`, "UNAUTHORIZED"},
+		{"reset over MQTT (off by default)", `{"id":"t28","agent":"planner","op":"reset","token":"guess"}`, "FORBIDDEN"},
 		{"hello ttl too short", `{"id":"t29","agent":"planner2","op":"hello","ttl_ms":1}`, "BAD_REQUEST"},
 		{"nested object", step("t30", `"actuator":{"name":"base"},"value":1`), "BAD_REQUEST"},
 	}

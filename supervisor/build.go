@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	mqttdev "github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
@@ -174,17 +175,19 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		}
 	}
 	b.Options = Options{
-		Actuators:  reg,
-		Supplies:   supplies,
-		JournalDir: cfg.Journal.Dir,
-		WAL:        cfg.Journal.WALOptions(),
-		Engine:     cfg.RollbackConfig(),
-		Leases:     lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
-		Ingress:    cfg.Agents.IngressOptions(),
-		ResetToken: cfg.HTTP.ResetToken.Reveal(),
-		Logger:     lg,
-		Inputs:     inputs,
-		HaltLine:   line,
+		Actuators:   reg,
+		Supplies:    supplies,
+		JournalDir:  cfg.Journal.Dir,
+		WAL:         cfg.Journal.WALOptions(),
+		Engine:      cfg.RollbackConfig(),
+		Leases:      lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
+		Ingress:     cfg.Agents.IngressOptions(),
+		ResetToken:  cfg.HTTP.ResetToken.Reveal(),
+		RemoteReset: cfg.MQTT.AllowReset,
+		Permissions: permissionsOf(cfg.Agents.Allow),
+		Logger:      lg,
+		Inputs:      inputs,
+		HaltLine:    line,
 	}
 	return b, nil
 }
@@ -251,4 +254,24 @@ func TLSConfig(c config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// permissionsOf turns agents.allow into the supervisor's table, keeping
+// omitted lists nil (everything) apart from empty ones (nothing).
+func permissionsOf(allow map[string]config.Permission) map[string]Permission {
+	if len(allow) == 0 {
+		return nil
+	}
+	out := make(map[string]Permission, len(allow))
+	for name, p := range allow {
+		var ops []api.Op
+		if p.Ops != nil {
+			ops = make([]api.Op, len(p.Ops))
+			for i, op := range p.Ops {
+				ops[i] = api.Op(op)
+			}
+		}
+		out[name] = Permission{Actuators: p.Actuators, Ops: ops}
+	}
+	return out
 }

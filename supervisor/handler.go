@@ -73,6 +73,12 @@ func opOf(t ingress.Tally) string {
 // for a heartbeat). Every refusal carries a stable code, is journaled, and
 // moves nothing.
 func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
+	if err := permits(s.opt.Permissions, req); err != nil {
+		// Journaled and counted in aggregate: an agent probing what it may
+		// not do must not fill the journal one record per try.
+		s.lanes.Count(req.Agent, req.Op, err.Code)
+		return api.ErrorReply(req.ID, err)
+	}
 	rep, journaled := s.handle(req, received)
 	if !rep.OK && !journaled {
 		if req.Op == api.OpHeartbeat {
@@ -156,6 +162,10 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		s.Halt("mqtt agent "+req.Agent, req.Reason)
 		return ok, false
 	case api.OpReset:
+		if !s.opt.RemoteReset {
+			return api.ErrorReply(req.ID, &api.Error{Code: api.CodeForbidden, Field: "op",
+				Message: "reset through the controller API is off (mqtt.allow_reset): an operator resets over HTTP"}), false
+		}
 		if err := s.Reset(req.Token, "mqtt agent "+req.Agent); err != nil {
 			if errors.Is(err, ErrUnauthorized) {
 				return api.ErrorReply(req.ID, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()}), false

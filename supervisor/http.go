@@ -393,8 +393,8 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 
 <h2>Leases</h2>
 {{if .Leases}}<table>
-<tr><th>agent</th><th>epoch</th><th>TTL</th><th>expires in</th></tr>
-{{range .Leases}}<tr><td>{{.Agent}}</td><td class="n">{{.Epoch}}</td><td class="n">{{.TTLMS}} ms</td><td class="n">{{num .ExpiresIn}} s</td></tr>
+<tr><th>agent</th><th>TTL</th><th>expires in</th></tr>
+{{range .Leases}}<tr><td>{{.Agent}}</td><td class="n">{{.TTLMS}} ms</td><td class="n">{{num .ExpiresIn}} s</td></tr>
 {{end}}</table>{{else}}<p class="muted">none</p>{{end}}
 
 <h2>Open sagas</h2>

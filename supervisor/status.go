@@ -56,12 +56,13 @@ type ActuatorStatus struct {
 	Error     string   `json:"error,omitempty"` // read-back failure, lost link
 }
 
-// LeaseJSON is a live lease for status (ids are not secrets: commands also
-// need the agent name and epoch).
+// LeaseJSON is a live lease for status. It names the agent but carries
+// neither the lease id nor the epoch: status is public (the retained MQTT
+// status, the status op any agent may send, the HTTP page), and an id is
+// a capability only its holder should have — the holder got it in its
+// hello reply.
 type LeaseJSON struct {
 	Agent     string  `json:"agent"`
-	Lease     string  `json:"lease"`
-	Epoch     uint64  `json:"epoch"`
 	TTLMS     int64   `json:"ttl_ms"`
 	ExpiresIn float64 `json:"expires_in_s"`
 }
@@ -132,5 +133,5 @@ func (s *Supervisor) Status() Status {
 }
 
 func leaseJSON(l lease.Lease, now time.Time) LeaseJSON {
-	return LeaseJSON{Agent: l.Agent, Lease: l.ID, Epoch: l.Epoch, TTLMS: l.TTL.Milliseconds(), ExpiresIn: l.Expires.Sub(now).Seconds()}
+	return LeaseJSON{Agent: l.Agent, TTLMS: l.TTL.Milliseconds(), ExpiresIn: l.Expires.Sub(now).Seconds()}
 }

@@ -39,6 +39,13 @@ type Options struct {
 	// ResetToken authorises reset. Empty: reset is refused (UNAUTHORIZED),
 	// never open to anyone.
 	ResetToken string
+	// RemoteReset allows reset through the controller API (MQTT), where
+	// the token crosses the broker. Off: such a reset is refused
+	// FORBIDDEN, and only HTTP resets.
+	RemoteReset bool
+	// Permissions say what each agent may do; see Permission. Empty:
+	// every agent may do everything.
+	Permissions map[string]Permission
 	// PollEvery is how often supplies, readiness and actuator states are
 	// refreshed. Default 100ms.
 	PollEvery time.Duration

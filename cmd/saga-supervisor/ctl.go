@@ -439,7 +439,7 @@ func ctlWriteStatus(w io.Writer, st *supervisor.Status) {
 		fmt.Fprintln(w, "leases:     none")
 	}
 	for _, l := range st.Leases {
-		fmt.Fprintf(w, "lease:      %-10s epoch %d, ttl %dms, expires in %.2fs\n", l.Agent, l.Epoch, l.TTLMS, l.ExpiresIn)
+		fmt.Fprintf(w, "lease:      %-10s ttl %dms, expires in %.2fs\n", l.Agent, l.TTLMS, l.ExpiresIn)
 	}
 	if len(st.OpenSagas) == 0 {
 		fmt.Fprintln(w, "open sagas: none")

@@ -45,6 +45,8 @@ func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 		dir = t.TempDir()
 	}
 	cfg := config.Default()
+	// Agents of every name: permissions are on only where a test asks.
+	cfg.Agents.Allow = nil
 	if mod != nil {
 		mod(cfg) // first for the broker's packet bound; again below, after the paths are set
 	}

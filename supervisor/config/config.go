@@ -102,6 +102,22 @@ type Agents struct {
 	Rate     float64 `yaml:"rate"`      // requests admitted per second per agent; default 1000
 	Burst    int     `yaml:"burst"`     // requests admitted at once after a pause; default 200
 	MaxSagas int     `yaml:"max_sagas"` // open sagas per lease; default 8
+	// Allow names the agents that may act and what each may do; an agent
+	// not named may only halt (FORBIDDEN otherwise). The agent is the
+	// MQTT username that alone may write cmd/<agent>. Empty: every agent
+	// the broker lets in may do everything — only for an external
+	// broker that authorises on its own. The embedded broker lets in
+	// exactly these agents (and generates their credentials).
+	Allow map[string]Permission `yaml:"allow"`
+}
+
+// Permission is what one agent may do.
+type Permission struct {
+	// Actuators it may step. Omitted: every actuator; [] none.
+	Actuators []string `yaml:"actuators"`
+	// Ops it may send. Omitted: every op but reset; [] only halt (halt is
+	// never forbidden).
+	Ops []string `yaml:"ops"`
 }
 
 // IngressOptions returns the lanes' options.
@@ -132,6 +148,35 @@ type MQTT struct {
 	// 64KiB): larger requests are refused, larger replies and events are
 	// summarised to fit. Set it no higher than the broker's limit.
 	MaxPayload Size `yaml:"max_payload"`
+	// Auth is how the embedded broker checks who connects (external
+	// brokers authenticate on their own: see mosquitto-config).
+	Auth Auth `yaml:"auth"`
+	// AllowReset lets an agent given the reset op reset a halt over MQTT
+	// with the operator token. Off by default: the token would cross the
+	// broker; only allowed when the link is TLS.
+	AllowReset bool `yaml:"allow_reset"`
+}
+
+// Auth configures the embedded broker's authentication. Every client
+// logs in with a username and password, and its client id must equal its
+// username; the ACL comes from the config (agents.allow, the supervisor's
+// own topics, MQTT-attached actuators' topics).
+type Auth struct {
+	// PasswordFile holds the broker's users, hashed (mosquitto_passwd's
+	// format, so it can be shared with mosquitto). Default
+	// ./saga-data/mqtt/passwd. A user the config needs (the supervisor,
+	// each agent under agents.allow, each MQTT-attached actuator's
+	// device user) that is missing from it is added at start with a
+	// fresh random password, written in clear to CredentialsDir/<user>
+	// (mode 0600) for the local tools: ctl, client and the demo read it.
+	PasswordFile string `yaml:"password_file"`
+	// CredentialsDir is where generated passwords are written. Default
+	// ./saga-data/mqtt/credentials.
+	CredentialsDir string `yaml:"credentials_dir"`
+	// Anonymous turns authentication and the ACL off: any local process
+	// may then move any actuator. Only for a bench, and only on a
+	// loopback listener.
+	Anonymous bool `yaml:"anonymous"`
 }
 
 // TLS configures TLS to an external broker (ssl, tls, mqtts or wss URLs).
@@ -302,6 +347,11 @@ type MQTTActuator struct {
 	SetTopic   string `yaml:"set_topic"`   // required: where setpoints and halts are published
 	AckTopic   string `yaml:"ack_topic"`   // required: where the device acknowledges them
 	StateTopic string `yaml:"state_topic"` // optional: the device's retained {"value":V}, read back
+	// User is the device's MQTT username on the embedded broker, whose ACL
+	// lets it read its set topic and write its ack and state topics (and
+	// nothing else). Default: the actuator's name. Devices sharing one
+	// board may share a user.
+	User string `yaml:"user"`
 }
 
 // MCUActuator is an output of a microcontroller (driver: mcu): a channel

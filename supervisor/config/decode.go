@@ -332,6 +332,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.mapping(n, v, path)
 		case reflect.Map:
 			d.named(n, v, path)
+		case reflect.Slice:
+			d.strings(n, v, path)
 		case reflect.String:
 			var s string
 			if d.str(n, path, &s) {
@@ -457,6 +459,29 @@ func (d *decoder) pairs(n *yaml.Node, path string, fn func(k, v *yaml.Node, key 
 		seen[k.Value] = k.Line
 		fn(k, v, k.Value)
 	}
+}
+
+// strings decodes a list of strings. Each item's place is path[i]; an
+// explicit empty list ([]) decodes to an empty, non-nil slice, so that
+// "none" and "not given" stay apart.
+func (d *decoder) strings(n *yaml.Node, v reflect.Value, path string) {
+	if v.Type().Elem().Kind() != reflect.String {
+		panic(fmt.Sprintf("config: %s: unsupported field type %s", path, v.Type()))
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.badValue(n, path, "want a list of strings, got %s", describe(n))
+		return
+	}
+	out := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+	for i, item := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.at[p] = place{item.Line, item.Column}
+		var s string
+		if d.str(item, p, &s) {
+			out = reflect.Append(out, reflect.ValueOf(s).Convert(v.Type().Elem()))
+		}
+	}
+	v.Set(out)
 }
 
 // describe names what a node holds, for "want X, got Y" messages.

@@ -461,17 +461,82 @@ mqtt:
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `, []string{`mqtt.tls.ca_file: TLS settings need an ssl://, tls://, mqtts:// or wss:// broker`}},
-	{"tls with the embedded broker", `
+	{"a CA or skip-verify with the embedded broker", `
 device: arm1
 mqtt:
   tls:
-    cert_file: c.pem #!
-    key_file: k.pem #!
+    ca_file: ca.pem #!
+    insecure_skip_verify: true #!
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `, []string{
-		`mqtt.tls.cert_file: TLS settings apply to an external`,
-		`mqtt.tls.key_file: TLS settings apply to an external`,
+		`mqtt.tls.ca_file: the embedded broker takes only cert_file and key_file`,
+		`mqtt.tls.insecure_skip_verify: the embedded broker takes only cert_file and key_file`,
+	}},
+	{"embedded broker reachable from other machines without TLS", `
+device: arm1
+mqtt:
+  listen: 0.0.0.0:1883 #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mqtt.listen: 0.0.0.0:1883 can be reached from other machines: the embedded broker needs TLS there`}},
+	{"anonymous embedded broker reachable from other machines", `
+device: arm1
+mqtt:
+  listen: 192.168.1.5:1883
+  tls: {cert_file: c.pem, key_file: k.pem}
+  auth:
+    anonymous: true #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mqtt.auth.anonymous: anonymous clients on 192.168.1.5:1883, which other machines can reach`}},
+	{"auth with an external broker", `
+device: arm1
+mqtt:
+  broker: tcp://127.0.0.1:1883
+  auth:
+    anonymous: false #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mqtt.auth.anonymous: auth is the embedded broker's`}},
+	{"reset over MQTT without TLS", `
+device: arm1
+mqtt:
+  broker: tcp://127.0.0.1:1883
+  allow_reset: true #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mqtt.allow_reset: a reset over MQTT carries the operator token: only over TLS`}},
+	{"permissions naming what does not exist", `
+device: arm1
+agents:
+  allow:
+    planner:
+      actuators: [base, wrist] #!
+      ops: [step, fly] #!
+    bad/name: {} #!
+    pump: {} #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+  pump: {kind: setpoint, driver: mqtt, mqtt: {set_topic: p/set, ack_topic: p/ack}, min: 0, max: 1}
+`, []string{
+		`agents.allow.planner.actuators[1]: no actuator "wrist"`,
+		`agents.allow.planner.ops[1]: unknown op "fly"`,
+		`agents.allow.bad/name: bad name`,
+		`agents.allow.pump: "pump" is also the MQTT user of actuator pump`,
+	}},
+	{"permissions of the wrong shape", `
+device: arm1
+agents:
+  allow:
+    planner:
+      actuators: base #!
+      ops: [1] #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{
+		`agents.allow.planner.actuators: want a list of strings, got the string "base"`,
+		`agents.allow.planner.ops[0]: want a string, got the number 1`,
 	}},
 	{"cert without key", `
 device: arm1
@@ -681,7 +746,7 @@ actuators:
       set_topic: a/set
       ack_topic: a/ack
       qos: 2 #!
-`, []string{`actuators.a.mqtt: unknown key "qos" (known keys: set_topic, ack_topic, state_topic)`}},
+`, []string{`actuators.a.mqtt: unknown key "qos" (known keys: set_topic, ack_topic, state_topic, user)`}},
 	{"supply on the mqtt driver", `
 device: arm1
 supplies:
@@ -903,7 +968,7 @@ actuators:
 		t.Fatal(err)
 	}
 	p := c.Actuators["pump"]
-	want := config.MQTTActuator{SetTopic: "robots/arm1/pump/set", AckTopic: "robots/arm1/pump/ack", StateTopic: "robots/arm1/pump/state"}
+	want := config.MQTTActuator{SetTopic: "robots/arm1/pump/set", AckTopic: "robots/arm1/pump/ack", StateTopic: "robots/arm1/pump/state", User: "pump"}
 	if p.Driver != "mqtt" || p.MQTT != want {
 		t.Errorf("pump %+v", p)
 	}

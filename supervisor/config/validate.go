@@ -101,6 +101,7 @@ func defaults() *Config {
 			Listen:     "127.0.0.1:1883",
 			Prefix:     "saga/v1",
 			MaxPayload: 64 << 10,
+			Auth:       Auth{PasswordFile: "./saga-data/mqtt/passwd", CredentialsDir: "./saga-data/mqtt/credentials"},
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:8080"},
 		Sim:  Sim{World: "./saga-data/world"},
@@ -132,6 +133,12 @@ func (d *decoder) complete(c *Config) {
 	}
 	if !d.set("mqtt.client_id") {
 		c.MQTT.ClientID = "saga-supervisor-" + c.Device
+	}
+	for name, a := range c.Actuators {
+		if a.Driver == driverMQTT && a.MQTT.User == "" {
+			a.MQTT.User = name
+			c.Actuators[name] = a
+		}
 	}
 	for name, s := range c.Supplies {
 		p := "supplies." + name
@@ -174,6 +181,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateUnwind(c.Unwind)
 	d.validateLeases(c.Leases)
 	d.validateAgents(c.Agents)
+	d.validateAllow(c)
 	d.validateMQTT(c.MQTT)
 	d.validateHTTP(c.HTTP)
 	for _, name := range c.SupplyNames() {
@@ -314,6 +322,90 @@ func (d *decoder) validateMQTT(m MQTT) {
 	}
 }
 
+// validateEmbeddedAuth refuses an embedded broker that others could reach
+// without both authentication and TLS: its listener would hand any
+// machine on the network the robot's actuators, or the passwords.
+func (d *decoder) validateEmbeddedAuth(m MQTT) {
+	if !d.ok("mqtt.listen") || m.Listen == "" {
+		return
+	}
+	loopback := listenLoopback(m.Listen)
+	switch {
+	case m.Auth.Anonymous && !loopback:
+		d.errorf("mqtt.auth.anonymous", "anonymous clients on %s, which other machines can reach: anyone could move the robot; listen on 127.0.0.1 or turn anonymous off", m.Listen)
+	case m.Auth.Anonymous:
+		d.warnf("mqtt.auth.anonymous", "the embedded broker lets in any local process, and any of them may move any actuator")
+	case !loopback && m.TLS.CertFile == "":
+		d.errorf("mqtt.listen", "%s can be reached from other machines: the embedded broker needs TLS there (mqtt.tls.cert_file and key_file), or listen on 127.0.0.1", m.Listen)
+	}
+	if !m.Auth.Anonymous {
+		for _, k := range []struct {
+			key, v string
+		}{{"password_file", m.Auth.PasswordFile}, {"credentials_dir", m.Auth.CredentialsDir}} {
+			if p := "mqtt.auth." + k.key; d.ok(p) && k.v == "" {
+				d.errorf(p, "must not be empty (omit it for the default)")
+			}
+		}
+	}
+}
+
+// listenLoopback reports whether a host:port only this machine can reach.
+func listenLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// validateAllow checks agents.allow against the actuators and the ops.
+func (d *decoder) validateAllow(c *Config) {
+	for _, name := range sortedKeys(c.Agents.Allow) {
+		p := c.Agents.Allow[name]
+		base := "agents.allow." + name
+		for i, a := range p.Actuators {
+			if _, ok := c.Actuators[a]; !ok && d.ok(fmt.Sprintf("%s.actuators[%d]", base, i)) {
+				d.errorf(fmt.Sprintf("%s.actuators[%d]", base, i), "no actuator %q (actuators: %s)", a, strings.Join(c.ActuatorNames(), ", "))
+			}
+		}
+		for i, op := range p.Ops {
+			if !slices.Contains(allowOps, op) && d.ok(fmt.Sprintf("%s.ops[%d]", base, i)) {
+				d.errorf(fmt.Sprintf("%s.ops[%d]", base, i), "unknown op %q (ops: %s)", op, strings.Join(allowOps, ", "))
+			}
+		}
+		if u := deviceUser(c, name); u != "" {
+			d.errorf(base, "%q is also the MQTT user of actuator %s: an agent and a device need users of their own", name, u)
+		}
+		if slices.Contains(p.Ops, "reset") && !c.MQTT.AllowReset && d.ok(base+".ops") {
+			d.warnf(base+".ops", "reset is listed but mqtt.allow_reset is off: the agent's resets are refused")
+		}
+	}
+	if c.MQTT.AllowReset && d.ok("mqtt.allow_reset") {
+		tls := c.MQTT.UsesTLS() || (c.MQTT.Embedded() && c.MQTT.TLS.CertFile != "")
+		if !tls {
+			d.errorf("mqtt.allow_reset", "a reset over MQTT carries the operator token: only over TLS (an ssl://, mqtts:// or wss:// broker, or the embedded broker with mqtt.tls)")
+		}
+	}
+}
+
+// deviceUser returns the MQTT actuator whose device logs in as user, or "".
+func deviceUser(c *Config, user string) string {
+	for _, name := range c.ActuatorNames() {
+		if a := c.Actuators[name]; a.Driver == driverMQTT && a.MQTT.User == user {
+			return name
+		}
+	}
+	return ""
+}
+
+// allowOps are the ops agents.allow may name. Halt is among them but is
+// never forbidden.
+var allowOps = []string{"hello", "heartbeat", "bye", "begin", "step", "commit", "abort", "status", "reset", "halt"}
+
 // pick returns the first of paths that was written.
 func pick(d *decoder, paths ...string) string {
 	for _, p := range paths {
@@ -343,11 +435,20 @@ func (d *decoder) validateBroker(m MQTT) {
 			}
 		}
 		for _, k := range tlsKeys {
-			if k.set {
-				d.errorf("mqtt.tls."+k.key, "TLS settings apply to an external ssl://, tls://, mqtts:// or wss:// broker, not the embedded one")
+			if k.set && (k.key == "ca_file" || k.key == "insecure_skip_verify") {
+				d.errorf("mqtt.tls."+k.key, "the embedded broker takes only cert_file and key_file (its listener's certificate); %s is for an external broker", k.key)
 			}
 		}
+		if (m.TLS.CertFile == "") != (m.TLS.KeyFile == "") {
+			d.errorf(pick(d, "mqtt.tls.cert_file", "mqtt.tls.key_file"), "cert_file and key_file go together")
+		}
+		d.validateEmbeddedAuth(m)
 		return
+	}
+	for _, k := range []string{"password_file", "credentials_dir", "anonymous"} {
+		if d.set("mqtt.auth." + k) {
+			d.errorf("mqtt.auth."+k, "auth is the embedded broker's; an external broker authenticates on its own (saga-supervisor mosquitto-config writes its password file and ACL)")
+		}
 	}
 	if err := checkBrokerURL(m.Broker); err != nil {
 		d.errorf("mqtt.broker", "%v", err)
@@ -608,6 +709,13 @@ func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
 		return
 	}
 	m := a.MQTT
+	if d.set(p+".mqtt.user") && d.ok(p+".mqtt.user") {
+		if err := checkName(m.User); err != nil {
+			d.errorf(p+".mqtt.user", "%v", err)
+		} else if m.User == c.MQTT.ClientID || strings.HasPrefix(m.User, c.MQTT.ClientID+"-") {
+			d.errorf(p+".mqtt.user", "%q is the supervisor's own MQTT user", m.User)
+		}
+	}
 	own := c.Topic() + "/"
 	topics := []struct {
 		key, topic string
