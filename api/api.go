@@ -99,6 +99,11 @@ type Request struct {
 	DeadlineMS int64   // step: void unless admitted within this many ms of receipt; 0 = none
 	Reason     string  // abort, halt: free text for the journal and the report
 	Token      string  // reset: the operator token
+	// Will (hello) is what the agent's MQTT last will carries: a will
+	// ends the lease only if it carries the same, so a late will of an
+	// earlier connection does not end this one's lease. A name-like
+	// token (ValidName), fresh for each connection.
+	Will string
 }
 
 // Deadline is the instant after which the step is void, counted from when
@@ -157,10 +162,11 @@ const (
 	fDeadline
 	fReason
 	fToken
+	fWill
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -186,7 +192,7 @@ func (s fieldSet) has(f int) bool { return s&(1<<f) != 0 }
 // opFields says which fields each op requires and which it may carry; every
 // op requires id, agent and op.
 var opFields = map[Op]struct{ required, optional fieldSet }{
-	OpHello:     {optional: fields(fTTL)},
+	OpHello:     {optional: fields(fTTL, fWill)},
 	OpHeartbeat: {required: fields(fLease, fEpoch)},
 	OpBegin:     {required: fields(fLease, fEpoch)},
 	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline)},
@@ -528,6 +534,12 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 			r.Reason, err = str(rs, f, 0, MaxReasonBytes)
 		case fToken:
 			r.Token, err = str(rs, f, 1, MaxTokenBytes)
+		case fWill:
+			if r.Will, err = str(rs, f, 1, MaxNameBytes); err == nil {
+				if e := ValidName(r.Will); e != nil {
+					err = badRequest("will", "field \"will\": %v", e)
+				}
+			}
 		}
 	}
 	if err != nil {
@@ -655,6 +667,7 @@ type wireRequest struct {
 	DeadlineMS int64    `json:"deadline_ms,omitempty"`
 	Reason     string   `json:"reason,omitempty"`
 	Token      string   `json:"token,omitempty"`
+	Will       string   `json:"will,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -662,7 +675,7 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will}
 	if r.Op == OpStep || r.Value != 0 {
 		v := r.Value
 		w.Value = &v

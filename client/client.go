@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +45,16 @@ type Options struct {
 	// one client id take the broker session from each other, as two
 	// controllers with one agent name take the lease from each other.
 	ClientID string
+	// Username defaults to Agent when a password is given: the embedded
+	// broker (and mosquitto with use_username_as_clientid) binds the
+	// client id, the username and the agent name together.
 	Username string
 	Password string
-	TLS      *tls.Config // nil: the URL's default (none for tcp://)
+	// PasswordFile, when Password is empty, is a file holding only the
+	// password, such as the one the supervisor generates for the agent
+	// (<mqtt.auth.credentials_dir>/<agent>). A missing file is an error.
+	PasswordFile string
+	TLS          *tls.Config // nil: the URL's default (none for tcp://)
 	// TTL is the lease TTL asked for (rounded up to a millisecond); 0: the
 	// supervisor's default. What was granted is in Lease().
 	TTL time.Duration
@@ -77,6 +86,7 @@ type Client struct {
 	topics mqtt.Topics
 	mc     paho.Client
 	idPre  string        // "<agent>-<session>-": ids are idPre + counter
+	will   string        // this connection's will payload, named in hello
 	n      atomic.Uint64 // request counter
 
 	mu      sync.Mutex
@@ -122,6 +132,16 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	if opt.ClientID == "" {
 		opt.ClientID = opt.Agent
 	}
+	if opt.Password == "" && opt.PasswordFile != "" {
+		b, err := os.ReadFile(opt.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: password: %w", err)
+		}
+		opt.Password = strings.TrimSpace(string(b))
+	}
+	if opt.Username == "" && opt.Password != "" {
+		opt.Username = opt.Agent
+	}
 	if err := api.ValidName(opt.Agent); err != nil {
 		return nil, fmt.Errorf("client: agent %q: %w", opt.Agent, err)
 	}
@@ -134,7 +154,12 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	}
 	var session [4]byte
 	rand.Read(session[:])
-	c := &Client{opt: opt, topics: topics, idPre: opt.Agent + "-" + hex.EncodeToString(session[:]) + "-", pending: map[string]func(api.Reply){},
+	// The will's payload names this connection: the supervisor ends the
+	// lease only for a will naming the connection that took it, so a late
+	// will of an earlier process of this agent cannot end ours.
+	var will [12]byte
+	rand.Read(will[:])
+	c := &Client{opt: opt, topics: topics, idPre: opt.Agent + "-" + hex.EncodeToString(session[:]) + "-", will: "w" + hex.EncodeToString(will[:]), pending: map[string]func(api.Reply){},
 		lost: make(chan struct{}), gone: make(chan struct{}),
 		hbStop: make(chan struct{}), hbDone: make(chan struct{}), watchers: map[*watcher]struct{}{}}
 
@@ -158,7 +183,7 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 		SetConnectRetry(false).
 		SetConnectTimeout(connectTimeout).
 		SetKeepAlive(10*time.Second).
-		SetWill(topics.Will(opt.Agent), "gone", 1, false).
+		SetWill(topics.Will(opt.Agent), c.will, 1, false).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { c.connectionLost(err) })
 	if opt.Username != "" {
 		co.SetUsername(opt.Username).SetPassword(opt.Password)
@@ -211,7 +236,7 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 func (c *Client) hello(ctx context.Context) error {
-	req := api.Request{Op: api.OpHello}
+	req := api.Request{Op: api.OpHello, Will: c.will}
 	if c.opt.TTL > 0 {
 		req.TTLMS = int64((c.opt.TTL + time.Millisecond - 1) / time.Millisecond)
 	}

@@ -112,11 +112,17 @@ func (s *Supervisor) RecordRefusal(req api.Request, code, msg string) {
 // AgentGone ends the lease of an agent whose MQTT will arrived
 // (transport/mqtt's Handler): its sagas are unwound at once, not at lease
 // expiry — on a goroutine of its own, never on the transport's.
-func (s *Supervisor) AgentGone(agent string) {
+//
+// will is the will's payload: it ends the lease only if the agent's hello
+// named the same (or named none), so a late will of an earlier connection
+// leaves a newer lease alone.
+func (s *Supervisor) AgentGone(agent, will string) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.leases.EndAgent(agent, lease.ReasonWill)
+		if _, ok := s.leases.EndAgentWill(agent, will); !ok {
+			s.log.Info("an MQTT will ended no lease (none, or a stale will of an earlier connection)", "agent", agent)
+		}
 	}()
 }
 
@@ -134,7 +140,7 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 			// Nothing may begin while halted, not even a lease.
 			return api.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeHalted, Message: "halted: " + why}), false
 		}
-		l, err := s.leases.Hello(req.Agent, time.Duration(req.TTLMS)*time.Millisecond)
+		l, err := s.leases.HelloWill(req.Agent, time.Duration(req.TTLMS)*time.Millisecond, req.Will)
 		if err != nil {
 			return leaseReply(req.ID, err), false
 		}

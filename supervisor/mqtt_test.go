@@ -245,3 +245,38 @@ func TestLargeReportFitsTheBroker(t *testing.T) {
 		t.Fatalf("%d messages did not fit", n)
 	}
 }
+
+// A will ends only the lease of the connection it belongs to: a hello that
+// names its will ("will") is ended by that will alone. A late will of an
+// earlier process of the same agent ends nothing — before, it ended the
+// live lease and unwound its saga. (A retained will is ignored by the
+// transport: transport/mqtt's TestWillPayloadAndRetainedWill.)
+func TestStaleWillEndsNoLease(t *testing.T) {
+	d := daemontest.Start(t, "", nil)
+	watcher := daemontest.NewAgent(t, d.URL(), d.Topics, "watcher")
+	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
+	r := a.Must(map[string]any{"op": "hello", "ttl_ms": 60000, "will": "w-now"})
+	a.Lease, a.Epoch = r.Lease, r.Epoch
+	saga := a.Must(map[string]any{"op": "begin"}).Saga
+	a.Must(map[string]any{"op": "step", "saga": saga, "actuator": "elbow", "value": 100})
+	daemontest.WaitFor(t, "elbow at 100", 5*time.Second, func() bool { v, _ := watcher.State("elbow"); return v == 100 })
+
+	forger := daemontest.NewAgent(t, d.URL(), d.Topics, "forger")
+	pub := func(payload string) {
+		t.Helper()
+		if tok := forger.C.Publish(d.Topics.Will("planner"), 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+	}
+	pub("w-earlier") // an earlier connection's will, arriving late
+	pub("gone")
+	time.Sleep(300 * time.Millisecond)
+	if r := a.Send(map[string]any{"op": "heartbeat"}); !r.OK {
+		t.Fatalf("a stale will ended the lease: heartbeat %+v", r)
+	}
+	if v, _ := watcher.State("elbow"); v != 100 {
+		t.Fatalf("elbow %v: the saga was unwound by a stale will", v)
+	}
+	pub("w-now")
+	daemontest.WaitFor(t, "unwind on the agent's own will", 5*time.Second, func() bool { v, _ := watcher.State("elbow"); return v == 20 })
+}

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +36,10 @@ OPs:
   halt [--reason R]            latch the e-stop; needs no lease
   reset --token-file F         clear a halt with the operator token, read from a file
         | --token T            holding only the token (mode 0600 or 0400); --token
-                               shows it to every user of this machine (ps)
+        [--http URL]           shows it to every user of this machine (ps). Over HTTP
+        [--mqtt]               (default http://127.0.0.1:8080), or with --mqtt over
+                               the broker (only if the supervisor allows it:
+                               mqtt.allow_reset, TLS)
   hello                        take a lease and give it back (bye): can this agent act?
   run-saga [--deadline D] ACTUATOR=VALUE ...
                                one saga: hello, begin, every step in order, commit,
@@ -62,6 +67,7 @@ type ctlFlags struct {
 	asJSON                        bool
 	timeout, ttl                  time.Duration
 	username, passwordFile        string
+	credentials                   string
 	caFile                        string
 }
 
@@ -70,11 +76,14 @@ type ctlFlags struct {
 func defaultCtlFlags() *ctlFlags {
 	def := config.Default()
 	return &ctlFlags{
-		broker:  "tcp://" + def.MQTT.Listen,
-		device:  def.Device,
-		prefix:  def.MQTT.Prefix,
-		agent:   fmt.Sprintf("ctl-%d", os.Getpid()),
-		timeout: 5 * time.Second,
+		broker: "tcp://" + def.MQTT.Listen,
+		device: def.Device,
+		prefix: def.MQTT.Prefix,
+		// The agent the default configuration lets in (agents.allow.ctl),
+		// with the password the supervisor generated for it.
+		agent:       "ctl",
+		credentials: def.MQTT.Auth.CredentialsDir,
+		timeout:     5 * time.Second,
 	}
 }
 
@@ -88,6 +97,7 @@ func (g *ctlFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga); 0: the supervisor's default")
 	fs.StringVar(&g.username, "username", g.username, "the broker username")
 	fs.StringVar(&g.passwordFile, "password-file", g.passwordFile, "a file holding only the broker password (mode 0600 or 0400)")
+	fs.StringVar(&g.credentials, "credentials", g.credentials, "where the supervisor wrote the embedded broker's generated passwords: without --password-file, the agent's is read from DIR/<agent> if it exists")
 	fs.StringVar(&g.caFile, "ca-file", g.caFile, "CA certificates (PEM) to verify a TLS broker with (default: the system's)")
 }
 
@@ -151,6 +161,8 @@ func runCtl(args []string, w io.Writer) error {
 	g.register(ofs)
 	var (
 		reason, token, tokenFile string
+		httpURL                  = "http://" + config.Default().HTTP.Listen
+		overMQTT                 bool
 		deadline, forDur         time.Duration
 		count                    int
 	)
@@ -160,6 +172,8 @@ func runCtl(args []string, w io.Writer) error {
 	case "reset":
 		ofs.StringVar(&token, "token", "", "the operator token")
 		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
+		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
+		ofs.BoolVar(&overMQTT, "mqtt", false, "reset over MQTT instead of HTTP (the supervisor must allow it: mqtt.allow_reset)")
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
 		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
@@ -206,6 +220,9 @@ func runCtl(args []string, w io.Writer) error {
 				return ctlUsageErr(fmt.Errorf("--token-file: %w", err))
 			}
 		}
+		if !overMQTT {
+			return ctlResetHTTP(ctx, httpURL, g.timeout, out, token)
+		}
 		return ctlReset(ctx, opt, out, token)
 	case "hello":
 		return ctlHello(ctx, opt, out)
@@ -246,10 +263,17 @@ func (g *ctlFlags) options() (client.Options, error) {
 	if g.ttl < 0 {
 		return opt, fmt.Errorf("--ttl must not be negative")
 	}
-	if g.passwordFile != "" {
-		pw, err := readCtlSecret(g.passwordFile)
+	passwordFile := g.passwordFile
+	if passwordFile == "" && g.username == "" && g.credentials != "" {
+		// The password the supervisor generated for this agent, if any.
+		if p := filepath.Join(g.credentials, g.agent); fileExists(p) {
+			passwordFile, opt.Username = p, g.agent
+		}
+	}
+	if passwordFile != "" {
+		pw, err := readCtlSecret(passwordFile)
 		if err != nil {
-			return opt, fmt.Errorf("--password-file: %w", err)
+			return opt, fmt.Errorf("password file %s: %w", passwordFile, err)
 		}
 		opt.Password = pw
 	}
@@ -785,4 +809,44 @@ func ctlWriteUpdate(out *ctlOut, u client.Update) {
 	default:
 		fmt.Fprintf(w, "%s %s %s\n", ts, u.Topic, u.Payload)
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// ctlResetHTTP resets over the supervisor's HTTP API, as an operator does:
+// the token goes as a bearer token, never through the broker.
+func ctlResetHTTP(ctx context.Context, base string, timeout time.Duration, out *ctlOut, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(`{"operator":"ctl"}`))
+	if err != nil {
+		return ctlUsageErr(fmt.Errorf("--http: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out.fail("reset", err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&body)
+	if res.StatusCode != http.StatusOK {
+		if body.Code == "" {
+			body.Code, body.Message = api.CodeInternal, res.Status
+		}
+		return out.fail("reset", &client.Error{Op: "reset", Code: body.Code, Message: body.Message})
+	}
+	if out.json {
+		out.printJSON(map[string]any{"ok": true, "op": "reset"})
+	} else {
+		fmt.Fprintln(out.w, "reset: the halt is cleared; controllers must hello again and begin new sagas")
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,14 +25,17 @@ const ctlTestToken = "operator-token"
 // with an in-process broker and its MQTT transport, in temporary
 // directories: what `saga-supervisor run` serves, without a process.
 type ctlDaemon struct {
-	sup *supervisor.Supervisor
-	url string
+	sup  *supervisor.Supervisor
+	url  string
+	http string // the supervisor's HTTP API
 }
 
 func startCtlDaemon(t *testing.T) *ctlDaemon {
 	t.Helper()
 	d := daemontest.Start(t, "", func(c *config.Config) { c.HTTP.ResetToken = ctlTestToken })
-	return &ctlDaemon{sup: d.Sup, url: d.URL()}
+	srv := httptest.NewServer(d.Sup.HTTPHandler())
+	t.Cleanup(srv.Close)
+	return &ctlDaemon{sup: d.Sup, url: d.URL(), http: srv.URL}
 }
 
 func (d *ctlDaemon) commanded(name string) float64 {
@@ -176,8 +180,13 @@ func TestCtlHaltReset(t *testing.T) {
 	if out, msg, code = d.ctl(t, "run-saga", "base=5"); code != 1 || !strings.Contains(msg, "HALTED") {
 		t.Fatalf("run-saga while halted exited %d (%s): %s", code, msg, out)
 	}
-	if _, msg, code = d.ctl(t, "reset", "--token", "wrong"); code != 1 || !strings.Contains(msg, "UNAUTHORIZED") {
+	if _, msg, code = d.ctl(t, "reset", "--http", d.http, "--token", "wrong"); code != 1 || !strings.Contains(msg, "UNAUTHORIZED") {
 		t.Fatalf("reset with a wrong token exited %d: %s", code, msg)
+	}
+	// Over MQTT the token would cross the broker: off unless the
+	// supervisor allows it (mqtt.allow_reset).
+	if _, msg, code = d.ctl(t, "reset", "--mqtt", "--token", ctlTestToken); code != 1 || !strings.Contains(msg, "FORBIDDEN") {
+		t.Fatalf("reset over MQTT exited %d: %s", code, msg)
 	}
 	dir := t.TempDir()
 	loose := filepath.Join(dir, "loose")
@@ -187,7 +196,7 @@ func TestCtlHaltReset(t *testing.T) {
 	}
 	tight := filepath.Join(dir, "token")
 	os.WriteFile(tight, []byte(ctlTestToken+"\n"), 0o600)
-	if out, msg, code = d.ctl(t, "reset", "--token-file", tight); code != 0 {
+	if out, msg, code = d.ctl(t, "reset", "--http", d.http, "--token-file", tight); code != 0 {
 		t.Fatalf("reset exited %d (%s): %s", code, msg, out)
 	}
 	if out, msg, code = d.ctl(t, "--json", "status"); code != 0 || !strings.Contains(out, `"ready":true`) {
@@ -315,7 +324,11 @@ func TestCtlUsage(t *testing.T) {
 // The defaults are the embedded default configuration's.
 func TestCtlDefaults(t *testing.T) {
 	g := defaultCtlFlags()
-	if g.broker != "tcp://127.0.0.1:1883" || g.device != "arm1" || g.prefix != "saga/v1" || !strings.HasPrefix(g.agent, "ctl-") {
+	def := config.Default()
+	if _, ok := def.Agents.Allow[g.agent]; !ok {
+		t.Errorf("ctl's default agent %q is not let in by the default configuration", g.agent)
+	}
+	if g.broker != "tcp://127.0.0.1:1883" || g.device != "arm1" || g.prefix != "saga/v1" || g.credentials != def.MQTT.Auth.CredentialsDir {
 		t.Fatalf("defaults %+v", g)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
-	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -106,7 +105,7 @@ func writeDaemonConfig(t *testing.T, dir, broker, httpAddr string) string {
 		"  listen: 127.0.0.1:1883", `  listen: ""`,
 		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
 		`  reset_token_file: ""`, "  reset_token_file: "+token,
-	).Replace(string(config.DefaultYAML))
+	).Replace(defaultYAMLForTests(t))
 	path := filepath.Join(dir, "arm.yaml")
 	os.WriteFile(path, []byte(text), 0o600)
 	if out, code := run(t, "check-config", path); code != 0 {

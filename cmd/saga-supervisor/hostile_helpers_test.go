@@ -72,7 +72,7 @@ func hostileConfig(t *testing.T, dir, broker, mqttListen, httpAddr string) strin
 	if err := os.WriteFile(token, []byte(hostileToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := string(config.DefaultYAML)
+	text := defaultYAMLForTests(t)
 	for old, new := range map[string]string{
 		"  dir: ./saga-data/journal": "  dir: " + filepath.Join(dir, "journal"),
 		"  world: ./saga-data/world": "  world: " + filepath.Join(dir, "world"),

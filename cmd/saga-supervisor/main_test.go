@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
@@ -296,4 +297,18 @@ func TestGuarantees(t *testing.T) {
 			t.Errorf("guarantees has no %s", k)
 		}
 	}
+}
+
+// defaultYAMLForTests is the embedded default configuration as the tests
+// that are not about access control start from: agents.allow is removed,
+// so agents of any name may act. The security table (security_test.go)
+// starts from the default as shipped.
+func defaultYAMLForTests(t testing.TB) string {
+	t.Helper()
+	const allow = "  allow:\n    planner: {}      # the demo's controller: everything but reset\n    ctl:             # saga-supervisor ctl\n      ops: [hello, heartbeat, bye, begin, step, commit, abort, status]\n"
+	text := string(config.DefaultYAML)
+	if !strings.Contains(text, allow) {
+		t.Fatal("the default config's agents.allow changed; adapt defaultYAMLForTests")
+	}
+	return strings.Replace(text, allow, "", 1)
 }

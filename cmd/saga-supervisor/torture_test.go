@@ -227,7 +227,7 @@ func newTorture(t *testing.T, bin string, seed uint64) *torture {
 	// The embedded default, with instant servos (positions are exact), small
 	// journal segments (a kill lands in segment rollover now and then), and
 	// everything in the test's directory.
-	text := string(config.DefaultYAML)
+	text := defaultYAMLForTests(t)
 	for old, new := range map[string]string{
 		"  dir: ./saga-data/journal": "  dir: " + tt.journal,
 		"  world: ./saga-data/world": "  world: " + tt.world,

@@ -490,15 +490,6 @@ mqtt:
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `, []string{`mqtt.auth.anonymous: anonymous clients on 192.168.1.5:1883, which other machines can reach`}},
-	{"auth with an external broker", `
-device: arm1
-mqtt:
-  broker: tcp://127.0.0.1:1883
-  auth:
-    anonymous: false #!
-actuators:
-  base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`mqtt.auth.anonymous: auth is the embedded broker's`}},
 	{"reset over MQTT without TLS", `
 device: arm1
 mqtt:
@@ -881,6 +872,7 @@ mqtt:
   username: arm1
   password: hunter2
   tls: {insecure_skip_verify: true}
+  auth: {anonymous: false}
 http:
   listen: 0.0.0.0:8080
 actuators:
@@ -894,7 +886,8 @@ actuators:
 	for _, want := range []string{
 		"arm.yaml:5:13: mqtt.password: an inline secret",
 		"arm.yaml:6:31: mqtt.tls.insecure_skip_verify: the broker's certificate is not verified",
-		"arm.yaml:8:11: http.listen: 0.0.0.0:8080 is reachable from other machines",
+		"arm.yaml:7:21: mqtt.auth.anonymous: ignored: auth is the embedded broker's",
+		"arm.yaml:9:11: http.listen: 0.0.0.0:8080 is reachable from other machines",
 	} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings lack %q:\n%s", want, w)

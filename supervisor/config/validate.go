@@ -447,7 +447,7 @@ func (d *decoder) validateBroker(m MQTT) {
 	}
 	for _, k := range []string{"password_file", "credentials_dir", "anonymous"} {
 		if d.set("mqtt.auth." + k) {
-			d.errorf("mqtt.auth."+k, "auth is the embedded broker's; an external broker authenticates on its own (saga-supervisor mosquitto-config writes its password file and ACL)")
+			d.warnf("mqtt.auth."+k, "ignored: auth is the embedded broker's; an external broker authenticates on its own (saga-supervisor mosquitto-config writes its password file and ACL)")
 		}
 	}
 	if err := checkBrokerURL(m.Broker); err != nil {

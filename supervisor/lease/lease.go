@@ -50,6 +50,11 @@ type Lease struct {
 	// Expires is on the manager's clock (Options.Now, monotonic): compare
 	// it only with that clock's readings, never with wall time.
 	Expires time.Time
+	// Will is what the agent's MQTT last will carries, as it said in its
+	// hello ("": it did not say). A will ends this lease only if it
+	// carries the same: a late will of an earlier connection (a process
+	// that died and was restarted) must not end the new one's lease.
+	Will string
 }
 
 // Options configure a Manager. Zero values take the defaults.
@@ -167,6 +172,12 @@ func New(o Options) (*Manager, error) {
 // BAD_REQUEST (empty agent, TTL out of bounds), TOO_MANY_LEASES,
 // SHUTTING_DOWN.
 func (m *Manager) Hello(agent string, ttl time.Duration) (Lease, error) {
+	return m.HelloWill(agent, ttl, "")
+}
+
+// HelloWill is Hello for an agent whose MQTT last will carries will: only
+// a will carrying the same ends the lease (EndAgentWill).
+func (m *Manager) HelloWill(agent string, ttl time.Duration, will string) (Lease, error) {
 	if agent == "" {
 		return Lease{}, refuse(CodeBadRequest, "empty agent id")
 	}
@@ -213,6 +224,7 @@ func (m *Manager) Hello(agent string, ttl time.Duration) (Lease, error) {
 			Epoch:   m.epoch,
 			TTL:     ttl,
 			Expires: m.now().Add(ttl),
+			Will:    will,
 		},
 		done: make(chan struct{}),
 	}
@@ -339,12 +351,24 @@ func (m *Manager) End(agent, leaseID, reason string) error {
 // goroutine before returning. reason defaults to "will". It reports the
 // lease it ended, or false if the agent held none.
 func (m *Manager) EndAgent(agent, reason string) (Lease, bool) {
+	return m.end(agent, reason, func(*entry) bool { return true })
+}
+
+// EndAgentWill ends agent's lease for an MQTT last will carrying will —
+// unless the lease's hello named another will: then the will is stale (of
+// an earlier connection) and the lease lives on. A lease whose hello named
+// none is ended by any will.
+func (m *Manager) EndAgentWill(agent, will string) (Lease, bool) {
+	return m.end(agent, ReasonWill, func(e *entry) bool { return e.l.Will == "" || e.l.Will == will })
+}
+
+func (m *Manager) end(agent, reason string, ok func(*entry) bool) (Lease, bool) {
 	if reason == "" {
 		reason = ReasonWill
 	}
 	m.mu.Lock()
 	e := m.byAgent[agent]
-	if e == nil {
+	if e == nil || !ok(e) {
 		m.mu.Unlock()
 		return Lease{}, false
 	}

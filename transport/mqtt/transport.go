@@ -29,7 +29,7 @@ type Handler interface {
 	Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply))
 	// AgentGone is told that an agent's MQTT last will arrived: the agent's
 	// connection died without a clean bye. It must not block.
-	AgentGone(agent string)
+	AgentGone(agent, will string)
 }
 
 // Shedder is implemented by a Handler that can refuse an agent's request
@@ -265,15 +265,16 @@ func (t *Transport) onConnect(c paho.Client) {
 // (or latches a halt).
 func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 	topic, received := m.Topic(), time.Now()
-	if m.Retained() && !strings.HasPrefix(topic, t.opt.Topics.base()+"/will/") {
+	if m.Retained() {
 		// A retained command would be replayed to every new subscription,
-		// long after it was sent: never act on one.
-		t.log.Warn("mqtt: retained message on a command topic ignored", "topic", topic)
+		// long after it was sent: never act on one. A retained will is as
+		// stale: it would end the agent's lease at every reconnect.
+		t.log.Warn("mqtt: retained message on a command or will topic ignored", "topic", topic)
 		return
 	}
 	if agent, ok := strings.CutPrefix(topic, strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")); ok {
 		if api.ValidName(agent) == nil {
-			t.h.AgentGone(agent)
+			t.h.AgentGone(agent, string(m.Payload()))
 		}
 		return
 	}

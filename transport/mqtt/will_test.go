@@ -1,0 +1,42 @@
+package mqtt
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+)
+
+type fakeMsg struct {
+	topic    string
+	payload  string
+	retained bool
+}
+
+func (m fakeMsg) Duplicate() bool   { return false }
+func (m fakeMsg) Qos() byte         { return 1 }
+func (m fakeMsg) Retained() bool    { return m.retained }
+func (m fakeMsg) Topic() string     { return m.topic }
+func (m fakeMsg) MessageID() uint16 { return 1 }
+func (m fakeMsg) Payload() []byte   { return []byte(m.payload) }
+func (m fakeMsg) Ack()              {}
+
+type goneHandler struct{ gone []string }
+
+func (h *goneHandler) Submit(string, api.Request, *api.Error, time.Time, func(api.Reply)) {}
+func (h *goneHandler) AgentGone(agent, will string)                                       { h.gone = append(h.gone, agent+"="+will) }
+
+// A will reaches the handler with its payload (which names the connection
+// it belongs to); a retained will — replayed to the supervisor at every
+// new subscription, long after the connection it belonged to — does not
+// reach it at all. Before, a retained will ended the agent's lease.
+func TestWillPayloadAndRetainedWill(t *testing.T) {
+	h := &goneHandler{}
+	tr := &Transport{opt: TransportOptions{Topics: Topics{Prefix: "saga/v1", Device: "arm1"}}, h: h, log: slog.New(slog.DiscardHandler)}
+	tr.enqueue(nil, fakeMsg{topic: "saga/v1/arm1/will/planner", payload: "w1", retained: true})
+	tr.enqueue(nil, fakeMsg{topic: "saga/v1/arm1/will/planner", payload: "w2"})
+	if len(h.gone) != 1 || h.gone[0] != "planner=w2" {
+		t.Fatalf("AgentGone calls %q, want only the live will planner=w2", h.gone)
+	}
+}
