@@ -221,6 +221,13 @@ func parse(token string) (*parsed, error) {
 	if len(token) > MaxTokenLen {
 		return nil, fail(CodeInvalid, "token is %d characters, over the limit of %d", len(token), MaxTokenLen)
 	}
+	// encoding/base64 skips '\r' and '\n' even in strict mode: one token
+	// must have one spelling, so anything outside the alphabet is refused.
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fail(CodeInvalid, "token holds %q at offset %d: not unpadded base64url", c, i)
+		}
+	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
 	if err != nil {
 		return nil, fail(CodeInvalid, "token is not unpadded base64url")
