@@ -63,6 +63,7 @@ const (
 	MaxLeaseBytes          = 128   // lease
 	MaxReasonBytes         = 256   // reason (abort, halt)
 	MaxTokenBytes          = 256   // token (reset)
+	MaxApprovalBytes       = 512   // approval (step): a signed approval token (package approval)
 	MaxDeadlineMS          = 60000 // deadline_ms: a command older than a minute is not a command
 )
 
@@ -99,6 +100,7 @@ type Request struct {
 	DeadlineMS int64   // step: void unless admitted within this many ms of receipt; 0 = none
 	Reason     string  // abort, halt: free text for the journal and the report
 	Token      string  // reset: the operator token
+	Approval   string  // step: an operator's signed approval (package approval); "" = none
 }
 
 // Deadline is the instant after which the step is void, counted from when
@@ -157,10 +159,11 @@ const (
 	fDeadline
 	fReason
 	fToken
+	fApproval
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "approval"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -189,7 +192,7 @@ var opFields = map[Op]struct{ required, optional fieldSet }{
 	OpHello:     {optional: fields(fTTL)},
 	OpHeartbeat: {required: fields(fLease, fEpoch)},
 	OpBegin:     {required: fields(fLease, fEpoch)},
-	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline)},
+	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline, fApproval)},
 	OpCommit:    {required: fields(fLease, fEpoch, fSaga)},
 	OpAbort:     {required: fields(fLease, fEpoch, fSaga), optional: fields(fReason)},
 	OpBye:       {required: fields(fLease, fEpoch)},
@@ -528,6 +531,8 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 			r.Reason, err = str(rs, f, 0, MaxReasonBytes)
 		case fToken:
 			r.Token, err = str(rs, f, 1, MaxTokenBytes)
+		case fApproval:
+			r.Approval, err = str(rs, f, 1, MaxApprovalBytes)
 		}
 	}
 	if err != nil {
@@ -655,6 +660,7 @@ type wireRequest struct {
 	DeadlineMS int64    `json:"deadline_ms,omitempty"`
 	Reason     string   `json:"reason,omitempty"`
 	Token      string   `json:"token,omitempty"`
+	Approval   string   `json:"approval,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -662,7 +668,7 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Approval: r.Approval}
 	if r.Op == OpStep || r.Value != 0 {
 		v := r.Value
 		w.Value = &v
