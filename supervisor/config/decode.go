@@ -142,6 +142,7 @@ func (d *decoder) parse(data []byte) *Config {
 	d.complete(c)
 	d.validate(c)
 	d.readSecrets(c)
+	d.readApprovalKeys(c)
 	return c
 }
 
@@ -332,6 +333,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 			d.mapping(n, v, path)
 		case reflect.Map:
 			d.named(n, v, path)
+		case reflect.Slice:
+			d.list(n, v, path)
 		case reflect.String:
 			var s string
 			if d.str(n, path, &s) {
@@ -398,6 +401,33 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.fail(k, path, "unknown key %q (known keys: %s)", key, strings.Join(known, ", "))
 	})
+}
+
+// list decodes a sequence of strings (approvals.public_keys); item i is
+// at path.i.
+func (d *decoder) list(n *yaml.Node, v reflect.Value, path string) {
+	if v.Type().Elem().Kind() != reflect.String {
+		panic(fmt.Sprintf("config: %s: unsupported list type %s", path, v.Type()))
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.badValue(n, path, "want a list, got %s", describe(n))
+		return
+	}
+	out := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+	for i, item := range n.Content {
+		p := join(path, strconv.Itoa(i))
+		d.at[p] = place{item.Line, item.Column}
+		var s string
+		if item.Kind == yaml.AliasNode || !d.str(item, p, &s) {
+			if item.Kind == yaml.AliasNode {
+				d.badValue(item, p, "aliases are not supported: write the value out")
+			}
+			d.bad[path] = true
+			continue
+		}
+		out = reflect.Append(out, reflect.ValueOf(s))
+	}
+	v.Set(out)
 }
 
 // named decodes a mapping of names to entries (actuators, supplies). Each
