@@ -63,6 +63,7 @@ const (
 	MaxLeaseBytes          = 128   // lease
 	MaxReasonBytes         = 256   // reason (abort, halt)
 	MaxTokenBytes          = 256   // token (reset)
+	MaxApprovalBytes       = 512   // approval (step): a signed approval token (package approval)
 	MaxDeadlineMS          = 60000 // deadline_ms: a command older than a minute is not a command
 )
 
@@ -103,7 +104,8 @@ type Request struct {
 	// ends the lease only if it carries the same, so a late will of an
 	// earlier connection does not end this one's lease. A name-like
 	// token (ValidName), fresh for each connection.
-	Will string
+	Will     string
+	Approval string // step: an operator's signed approval (package approval); "" = none
 }
 
 // Deadline is the instant after which the step is void, counted from when
@@ -163,10 +165,11 @@ const (
 	fReason
 	fToken
 	fWill
+	fApproval
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -195,7 +198,7 @@ var opFields = map[Op]struct{ required, optional fieldSet }{
 	OpHello:     {optional: fields(fTTL, fWill)},
 	OpHeartbeat: {required: fields(fLease, fEpoch)},
 	OpBegin:     {required: fields(fLease, fEpoch)},
-	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline)},
+	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline, fApproval)},
 	OpCommit:    {required: fields(fLease, fEpoch, fSaga)},
 	OpAbort:     {required: fields(fLease, fEpoch, fSaga), optional: fields(fReason)},
 	OpBye:       {required: fields(fLease, fEpoch)},
@@ -540,6 +543,8 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 					err = badRequest("will", "field \"will\": %v", e)
 				}
 			}
+		case fApproval:
+			r.Approval, err = str(rs, f, 1, MaxApprovalBytes)
 		}
 	}
 	if err != nil {
@@ -668,6 +673,7 @@ type wireRequest struct {
 	Reason     string   `json:"reason,omitempty"`
 	Token      string   `json:"token,omitempty"`
 	Will       string   `json:"will,omitempty"`
+	Approval   string   `json:"approval,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -675,7 +681,7 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will, Approval: r.Approval}
 	if r.Op == OpStep || r.Value != 0 {
 		v := r.Value
 		w.Value = &v

@@ -129,6 +129,10 @@ var badCases = []badCase{
 	{name: "actuator with /", payload: replace(`"elbow"`, `"elbow/x"`), code: CodeBadRequest, field: "actuator", id: "c1", agent: "arm-ctl"},
 	{name: "heartbeat without epoch", payload: `{"id":"h","agent":"a","op":"heartbeat","lease":"L1"}`, code: CodeBadRequest, field: "epoch", id: "h", agent: "a"},
 	{name: "saga on hello", payload: `{"id":"h","agent":"a","op":"hello","saga":1}`, code: CodeBadRequest, field: "saga", id: "h", agent: "a"},
+	{name: "approval on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"approval":"AAAA"}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
+	{name: "empty approval", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":""}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
+	{name: "approval too long", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":"` + strings.Repeat("A", MaxApprovalBytes+1) + `"}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
+	{name: "approval not a string", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":1}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
 	{name: "deadline on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"deadline_ms":100}`, code: CodeBadRequest, field: "deadline_ms", id: "k", agent: "a"},
 	{name: "reason on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"reason":"x"}`, code: CodeBadRequest, field: "reason", id: "k", agent: "a"},
 	{name: "reason too long", payload: `{"id":"k","agent":"a","op":"halt","reason":"` + strings.Repeat("r", MaxReasonBytes+1) + `"}`, code: CodeBadRequest, field: "reason", id: "k", agent: "a"},
@@ -193,7 +197,7 @@ func TestLargestValidRequestFits(t *testing.T) {
 	esc := func(n int) string { return strings.Repeat(`\u0041`, n) }
 	p := `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxNameBytes) + `","op":"step","lease":"` + esc(MaxLeaseBytes) +
 		`","epoch":18446744073709551615,"saga":18446744073709551615,"actuator":"` + esc(MaxNameBytes) +
-		`","value":-1.7976931348623157e+308,"deadline_ms":60000}`
+		`","value":-1.7976931348623157e+308,"deadline_ms":60000,"approval":"` + esc(MaxApprovalBytes) + `"}`
 	if _, err := DecodeRequest([]byte(p), 0); err != nil {
 		t.Fatalf("%d bytes: %v", len(p), err)
 	}
@@ -226,6 +230,8 @@ func TestDecodeRequestAccepts(t *testing.T) {
 			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90}},
 		{"escapes and unicode", `{"id":"\u00e9t\u00e9-1","agent":"bras-gauche","op":"halt","reason":"main lev\u00e9e \u2014 \"stop\""}`,
 			Request{ID: "été-1", Agent: "bras-gauche", Op: OpHalt, Reason: `main levée — "stop"`}},
+		{"approval", replace(`"value":90`, `"value":90,"approval":"AQ-_z09"`),
+			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, Approval: "AQ-_z09"}},
 		{"deadline at its limit", replace(`"value":90`, `"value":90,"deadline_ms":60000`),
 			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, DeadlineMS: 60000}},
 		{"empty reason", `{"id":"a","agent":"x","op":"abort","lease":"L","epoch":1,"saga":1,"reason":""}`,

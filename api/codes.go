@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
@@ -77,6 +78,14 @@ var Codes = []CodeInfo{
 	{string(limits.SupplyUnknown), "The actuator's supply has never given a valid reading.", "Wait for the supply to report; retry with a new id."},
 	{string(limits.SupplyStale), "The actuator's supply has not reported recently enough.", "Wait for fresh readings; retry with a new id."},
 	{string(limits.SupplyTripped), "The supply tripped and stays latched until it is good for its debounce time.", "Wait for the trip to clear; retry with a new id."},
+
+	// Approvals (package approval): actuators marked requires_approval.
+	{string(approval.CodeRequired), "The actuator requires an operator's signed approval and the step carries none. Nothing moved.", "Ask an operator for an approval of this exact step (saga, actuator, value) and send it in the approval field, with a new id."},
+	{string(approval.CodeInvalid), "The approval cannot be used: malformed, signed by a key the supervisor does not trust, a bad signature, or valid for longer than approvals.max_ttl. Nothing moved.", "Do not resend it: get a new approval from an operator."},
+	{string(approval.CodeMismatch), "The approval is valid but names another device, actuator, value or saga than the step. Nothing moved.", "Send the step the approval names, or get an approval for this one."},
+	{string(approval.CodeExpired), "The approval is outside its validity window (not_before..not_after, 2 s of clock skew allowed): expired, or not valid yet. Nothing moved.", "Get a new approval; check the clocks of the operator's machine and the supervisor if this recurs."},
+	{string(approval.CodeReplayed), "The approval was already used: each one admits one step, once. Nothing moved.", "Get a new approval for the step."},
+	{string(approval.CodeFull), "The supervisor remembers as many unexpired used approvals as it can hold (65536), so it cannot take a new one. Nothing moved.", "Retry after a while (used approvals are forgotten when they expire), with a new id."},
 
 	// The step's effect.
 	{string(rollback.CodeStepFailed), "The actuator's driver refused the step and promised the output did not move (a device's refusal, a value its driver rejects before sending). The saga was unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},

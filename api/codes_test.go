@@ -236,6 +236,7 @@ func TestDocStatesTheLimits(t *testing.T) {
 		fmt.Sprintf("0..%d bytes, printable", MaxReasonBytes),
 		fmt.Sprintf("1..%d bytes.", MaxTokenBytes),
 		fmt.Sprintf("1..%d: see", MaxDeadlineMS),
+		fmt.Sprintf("1..%d bytes: see [approvals]", MaxApprovalBytes),
 		fmt.Sprintf("A payload over %d bytes", DefaultMaxRequestBytes),
 		fmt.Sprintf("1 to %d bytes of", MaxNameBytes),
 		fmt.Sprintf("Only under a bound of %d bytes", MinEncodeBytes),

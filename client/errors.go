@@ -117,6 +117,12 @@ var codeClass = map[string]class{
 	"SUPPLY_UNKNOWN":    {refusal: true},
 	"SUPPLY_STALE":      {refusal: true},
 	"SUPPLY_TRIPPED":    {refusal: true},
+	"APPROVAL_REQUIRED": {refusal: true},
+	"APPROVAL_INVALID":  {refusal: true},
+	"APPROVAL_MISMATCH": {refusal: true},
+	"APPROVAL_EXPIRED":  {refusal: true},
+	"APPROVAL_REPLAYED": {refusal: true},
+	"APPROVALS_FULL":    {refusal: true, sentinel: ErrBackOff},
 	// The step was applied or may have been, and its saga was unwound.
 	"STEP_FAILED":   {sentinel: ErrSagaEnded},
 	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},

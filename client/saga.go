@@ -63,6 +63,23 @@ func WithDeadline(d time.Duration) StepOption {
 	}
 }
 
+// WithApproval sends an operator's signed approval with the step (package
+// approval: approval.Sign, or `saga-supervisor ctl approve`). An actuator
+// marked requires_approval moves only with one naming this device, the
+// actuator, the exact value and this saga; an approval sent to any other
+// actuator is checked too, and a bad one refused. Each approval admits one
+// step once: a step refused APPROVAL_REPLAYED needs a new one.
+func WithApproval(token string) StepOption {
+	return func(r *api.Request) error {
+		if token == "" || len(token) > api.MaxApprovalBytes {
+			return &Error{Op: string(api.OpStep), Code: api.CodeBadRequest,
+				Message: fmt.Sprintf("not sent: an approval is 1..%d bytes, got %d", api.MaxApprovalBytes, len(token))}
+		}
+		r.Approval = token
+		return nil
+	}
+}
+
 // Step commands one actuator. A refusal is an *Error for which IsRefusal
 // holds: nothing moved and the saga goes on. STEP_FAILED and STEP_IN_DOUBT
 // are an *Error carrying the report of the unwind: the saga is over

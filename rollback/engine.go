@@ -132,6 +132,15 @@ type Command struct {
 	Actuator string
 	Value    float64
 	Deadline time.Time // zero: none
+	// Admit, if set, is the gate's last check: called with the engine's
+	// lock held once every other check has passed, just before the step's
+	// INTENT is journaled. A non-nil *Error refuses the step like any other
+	// gate refusal (journaled REFUSED, nothing moves); nil admits it, and
+	// nothing after Admit refuses the step. The supervisor spends an
+	// operator approval's nonce here, so a step the gate refuses for any
+	// other reason does not use up its approval. It must be quick and must
+	// not call the engine.
+	Admit func() *Error
 }
 
 // StepResult is what a successful step did.
@@ -569,6 +578,11 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 		}
 		if c := limits.CheckSupply(st.a.Limits, ss); c != limits.OK {
 			return nil, nil, v, refusal(Code(c), "%s: supply %q at %.2f V", cmd.Actuator, name, ss.Volts)
+		}
+	}
+	if cmd.Admit != nil {
+		if err := cmd.Admit(); err != nil {
+			return nil, nil, v, err
 		}
 	}
 	return s, st, v, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/approval"
 	mqttdev "github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
@@ -188,6 +189,21 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		Logger:      lg,
 		Inputs:      inputs,
 		HaltLine:    line,
+	}
+	if len(cfg.Approvals.Keys) > 0 || len(cfg.ApprovalRequired()) > 0 {
+		a := &Approvals{Device: cfg.Device, Required: map[string]bool{}}
+		for _, n := range cfg.ApprovalRequired() {
+			a.Required[n] = true
+		}
+		if len(cfg.Approvals.Keys) > 0 {
+			v, err := approval.NewVerifier(cfg.Approvals.Keys, cfg.Approvals.MaxTTL)
+			if err != nil {
+				b.Close()
+				return nil, fmt.Errorf("%s: %w", cfg.Where("approvals"), err)
+			}
+			a.Verifier = v
+		}
+		b.Options.Approvals = a
 	}
 	return b, nil
 }

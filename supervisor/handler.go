@@ -217,7 +217,17 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		if r := s.notReady(req.ID); r != nil {
 			return *r, false
 		}
-		res, err := s.engine.Step(req.Saga, owner, req.Command(received))
+		// Approvals are checked here, before the engine; the nonce is spent
+		// by the engine's gate, last, once every other check has passed.
+		admit, refused := s.approve.check(req)
+		if refused != nil {
+			return api.ErrorReply(req.ID, &api.Error{Code: refused.Code, Message: refused.Message}), false
+		}
+		cmd := req.Command(received)
+		if admit != nil {
+			cmd.Admit = admit
+		}
+		res, err := s.engine.Step(req.Saga, owner, cmd)
 		if err != nil {
 			var ee *rollback.Error
 			if errors.As(err, &ee) && ee.Report != nil {

@@ -61,6 +61,9 @@ type Options struct {
 	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
 	// triggered before New halts before crash recovery moves anything.
 	HaltLine *HaltLine
+	// Approvals configures operator approvals; nil: none (every approval
+	// sent is refused, and no actuator requires one).
+	Approvals *Approvals
 }
 
 // Publisher carries what the supervisor tells every controller, whatever
@@ -88,6 +91,7 @@ type Supervisor struct {
 	replayed uint64
 	tailCut  string
 	metrics  *metrics
+	approve  *approvalGate
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -131,6 +135,7 @@ func New(opt Options) (*Supervisor, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.approve = newApprovalGate(opt.Approvals)
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -48,6 +50,17 @@ OPs:
                                and the rollback report is printed
   watch [--for D] [--count N]  print status, events and actuator states until
                                interrupted (or for D, or N messages)
+  keygen --out FILE            a new operator approval key: FILE (private, mode
+                               0600) and FILE.pub (list it in approvals.public_keys);
+                               never overwrites
+  approve --key FILE --saga N --actuator A --value V [--ttl 30s]
+                               print an approval token for one step (the device is
+                               --device); no broker is contacted
+
+run-saga takes --approval-key FILE (sign each step's approval with the
+operator key, once the saga id is known) or --ask-approval (print the saga id
+and read each step's token, or an empty line for none, from standard input):
+for actuators marked requires_approval (docs/API.md, "Approvals").
 
 A lease lives only as long as the process that holds it keeps heartbeating, so
 begin, step, commit and abort cannot be separate invocations: the lease, and
@@ -94,7 +107,7 @@ func (g *ctlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.agent, "agent", g.agent, "the agent name this command acts as (also its MQTT client id)")
 	fs.BoolVar(&g.asJSON, "json", g.asJSON, "print JSON instead of text")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the broker and for each reply")
-	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga); 0: the supervisor's default")
+	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga; 0: the supervisor's default); approve: how long the approval is valid (0: 30s)")
 	fs.StringVar(&g.username, "username", g.username, "the broker username")
 	fs.StringVar(&g.passwordFile, "password-file", g.passwordFile, "a file holding only the broker password (mode 0600 or 0400)")
 	fs.StringVar(&g.credentials, "credentials", g.credentials, "where the supervisor wrote the embedded broker's generated passwords: without --password-file, the agent's is read from DIR/<agent> if it exists")
@@ -149,7 +162,7 @@ func runCtl(args []string, w io.Writer) error {
 		return ctlUsageErr(err)
 	}
 	if fs.NArg() == 0 {
-		return ctlUsageErr(errors.New("no OP given: status, halt, reset, hello, run-saga or watch"))
+		return ctlUsageErr(errors.New("no OP given: status, halt, reset, hello, run-saga, watch, keygen or approve"))
 	}
 	op, rest := fs.Arg(0), fs.Args()[1:]
 	if op == "help" {
@@ -165,6 +178,12 @@ func runCtl(args []string, w io.Writer) error {
 		overMQTT                 bool
 		deadline, forDur         time.Duration
 		count                    int
+		keyFile, outFile         string
+		actuator                 string
+		value                    float64
+		sagaID                   uint64
+		askApproval              bool
+		approvalTTL              = approval.DefaultTTL
 	)
 	switch op {
 	case "halt":
@@ -177,6 +196,18 @@ func runCtl(args []string, w io.Writer) error {
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
 		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
+		ofs.StringVar(&keyFile, "approval-key", "", "sign each step's approval with this operator private key (mode 0600 or 0400)")
+		ofs.BoolVar(&askApproval, "ask-approval", false, "print the saga id, then read each step's approval token from standard input (an empty line: none)")
+		ofs.DurationVar(&approvalTTL, "approval-ttl", approvalTTL, "with --approval-key: how long each approval is valid")
+	case "keygen":
+		ofs.StringVar(&outFile, "out", "", "the private key file to write (its public key goes to FILE.pub)")
+	case "approve":
+		ofs.StringVar(&keyFile, "key", "", "the operator's private key file (mode 0600 or 0400)")
+		ofs.StringVar(&actuator, "actuator", "", "the actuator the step moves")
+		ofs.Float64Var(&value, "value", math.NaN(), "the exact value the step commands")
+		ofs.Uint64Var(&sagaID, "saga", 0, "the saga the step belongs to")
+		// --ttl is the global flag (a lease's TTL elsewhere): here, how long
+		// the approval is valid, from now; 0 (not given): 30s.
 	case "watch":
 		ofs.DurationVar(&forDur, "for", 0, "stop after this long (0: until interrupted)")
 		ofs.IntVar(&count, "count", 0, "stop after this many messages (0: no limit)")
@@ -184,7 +215,7 @@ func runCtl(args []string, w io.Writer) error {
 	case "begin", "step", "commit", "abort":
 		return ctlUsageErr(fmt.Errorf("%s is not an op of its own: a lease, and the saga under it, end when this process exits; use run-saga ACTUATOR=VALUE ... (or the Go client package)", op))
 	default:
-		return ctlUsageErr(fmt.Errorf("unknown OP %q: status, halt, reset, hello, run-saga or watch", op))
+		return ctlUsageErr(fmt.Errorf("unknown OP %q: status, halt, reset, hello, run-saga, watch, keygen or approve", op))
 	}
 	pos, err := ctlParse(ofs, rest)
 	if err != nil {
@@ -196,6 +227,16 @@ func runCtl(args []string, w io.Writer) error {
 	}
 	if op != "run-saga" && len(pos) > 0 {
 		return ctlUsageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
+	}
+
+	switch op { // offline ops: no broker
+	case "keygen":
+		return ctlKeygen(w, outFile)
+	case "approve":
+		if g.ttl != 0 {
+			approvalTTL = g.ttl
+		}
+		return ctlApprove(w, g.device, keyFile, actuator, value, sagaID, approvalTTL)
 	}
 
 	opt, err := g.options()
@@ -238,7 +279,37 @@ func runCtl(args []string, w io.Writer) error {
 			}
 			sopts = append(sopts, client.WithDeadline(deadline))
 		}
-		return ctlRunSaga(ctx, opt, out, steps, reason, sopts)
+		var ap ctlApprover
+		switch {
+		case keyFile != "" && askApproval:
+			return ctlUsageErr(errors.New("run-saga: give --approval-key or --ask-approval, not both"))
+		case keyFile != "":
+			if approvalTTL <= 0 || approvalTTL > approval.MaxTTLLimit {
+				return ctlUsageErr(fmt.Errorf("--approval-ttl %v is outside 1ms..%v", approvalTTL, approval.MaxTTLLimit))
+			}
+			priv, err := approval.LoadPrivateKey(keyFile)
+			if err != nil {
+				return ctlUsageErr(fmt.Errorf("--approval-key: %w", err))
+			}
+			dev := g.device
+			ap = func(saga uint64, s ctlStep) (string, error) {
+				now := time.Now()
+				return approval.Sign(priv, approval.Claims{Device: dev, Actuator: s.actuator, Value: s.value, Saga: saga,
+					NotBefore: now, NotAfter: now.Add(approvalTTL)})
+			}
+		case askApproval:
+			in := bufio.NewReader(ctlStdin)
+			ap = func(saga uint64, s ctlStep) (string, error) {
+				fmt.Fprintf(w, "approval for saga %d, %s=%s (saga-supervisor ctl approve --saga %d --actuator %s --value %s); empty line: none:\n",
+					saga, s.actuator, ctlFloat(s.value), saga, s.actuator, ctlFloat(s.value))
+				line, err := in.ReadString('\n')
+				if err != nil && (err != io.EOF || line == "") {
+					return "", fmt.Errorf("reading the approval: %w", err)
+				}
+				return strings.TrimSpace(line), nil
+			}
+		}
+		return ctlRunSaga(ctx, opt, out, steps, reason, sopts, ap)
 	default: // watch
 		if forDur < 0 || count < 0 {
 			return ctlUsageErr(errors.New("watch: --for and --count must not be negative"))
@@ -560,7 +631,15 @@ type ctlSagaJSON struct {
 	Code      string          `json:"code,omitempty"`
 }
 
-func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ctlStep, reason string, sopts []client.StepOption) error {
+// ctlApprover gives the approval token of a step of saga ("" for none).
+type ctlApprover func(saga uint64, s ctlStep) (string, error)
+
+// ctlStdin is where --ask-approval reads tokens (tests replace it).
+var ctlStdin io.Reader = os.Stdin
+
+func ctlFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ctlStep, reason string, sopts []client.StepOption, ap ctlApprover) error {
 	res := ctlSagaJSON{Agent: opt.Agent, Steps: []ctlStepJSON{}}
 	text := func(format string, args ...any) {
 		if !out.json {
@@ -603,7 +682,21 @@ func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ct
 	text("saga %d begun\n", saga.ID())
 
 	for i, s := range steps {
-		r, err := saga.Step(ctx, s.actuator, s.value, sopts...)
+		opts := sopts
+		if ap != nil {
+			tok, err := ap(saga.ID(), s)
+			if err != nil {
+				cctx, cancel := ctlCleanupCtx(opt)
+				rep, _ := saga.Abort(cctx, "run-saga: no approval")
+				cancel()
+				res.Aborted, res.Report = rep != nil, rep
+				return finish(fmt.Errorf("step %s=%g: approval: %w; saga %d aborted", s.actuator, s.value, err, saga.ID()), err)
+			}
+			if tok != "" {
+				opts = append(opts[:len(opts):len(opts)], client.WithApproval(tok))
+			}
+		}
+		r, err := saga.Step(ctx, s.actuator, s.value, opts...)
 		js := ctlStepJSON{Actuator: s.actuator, Requested: s.value}
 		if err == nil {
 			js.Step, js.Value, js.Prior, js.Clamped = r.Step, &r.Value, &r.Prior, r.Clamped
@@ -674,6 +767,59 @@ func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ct
 	res.Committed = true
 	text("saga %d committed\n", saga.ID())
 	return finish(nil, nil)
+}
+
+// ctlKeygen is `ctl keygen --out FILE`.
+func ctlKeygen(w io.Writer, out string) error {
+	if out == "" {
+		return ctlUsageErr(errors.New("keygen: give --out FILE"))
+	}
+	pub, priv, err := approval.GenerateKey()
+	if err != nil {
+		return exitWith(1, "keygen: %v", err)
+	}
+	host, _ := os.Hostname()
+	comment := "operator"
+	if u := os.Getenv("USER"); u != "" {
+		comment = u + "@" + host
+	}
+	if err := approval.WriteKeyPair(out, pub, priv, comment); err != nil {
+		return exitWith(1, "keygen: %v", err)
+	}
+	fmt.Fprintf(w, "private key: %s (mode 0600: keep it secret)\npublic key:  %s.pub (key id %s): list it in approvals.public_keys\n",
+		out, out, approval.KeyID(pub))
+	return nil
+}
+
+// ctlApprove is `ctl approve`: it prints the token on stdout, alone.
+func ctlApprove(w io.Writer, device, keyFile, actuator string, value float64, saga uint64, ttl time.Duration) error {
+	switch {
+	case keyFile == "":
+		return ctlUsageErr(errors.New("approve: give --key FILE"))
+	case actuator == "":
+		return ctlUsageErr(errors.New("approve: give --actuator"))
+	case math.IsNaN(value) || math.IsInf(value, 0):
+		return ctlUsageErr(errors.New("approve: give --value, a finite number"))
+	case saga == 0:
+		return ctlUsageErr(errors.New("approve: give --saga, the saga id (from the controller's begin)"))
+	case ttl <= 0 || ttl > approval.MaxTTLLimit:
+		return ctlUsageErr(fmt.Errorf("approve: --ttl %v is outside 1ms..%v", ttl, approval.MaxTTLLimit))
+	}
+	if err := api.ValidName(actuator); err != nil {
+		return ctlUsageErr(fmt.Errorf("approve: --actuator %q: %w", actuator, err))
+	}
+	priv, err := approval.LoadPrivateKey(keyFile)
+	if err != nil {
+		return ctlUsageErr(fmt.Errorf("approve: --key: %w", err))
+	}
+	now := time.Now()
+	tok, err := approval.Sign(priv, approval.Claims{Device: device, Actuator: actuator, Value: value, Saga: saga,
+		NotBefore: now, NotAfter: now.Add(ttl)})
+	if err != nil {
+		return exitWith(1, "approve: %v", err)
+	}
+	fmt.Fprintln(w, tok)
+	return nil
 }
 
 // ctlDescribe is "CODE: message" for a supervisor's refusal or failure, the

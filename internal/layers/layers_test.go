@@ -35,6 +35,9 @@ var rules = []rule{
 		forbid: []string{"supervisor/...", "api/...", "transport/...", "cmd/..."}},
 	{from: "wal/...", why: "the journal stores opaque records",
 		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "actuators/...", "limits/..."}},
+	{from: "approval/...", why: "approvals are signed by controllers in Go too: the package links nothing of the supervisor",
+		forbid: []string{"api/...", "supervisor/...", "transport/...", "rollback/...", "recovery/...", "wal/...", "limits/...",
+			"actuators/...", "drivers/...", "client/...", "cmd/...", "internal/..."}},
 	{from: "limits/...", why: "limits does no I/O and knows nothing above it",
 		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "wal/...", "actuators/...", "drivers/..."}},
 }

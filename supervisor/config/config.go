@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	_ "embed"
 	"fmt"
 	"net/url"
@@ -57,10 +58,29 @@ type Config struct {
 	// MCUs are microcontroller boards on serial links (docs/SERIAL.md), by
 	// name; actuators and supplies with driver: mcu name their board.
 	MCUs map[string]MCU `yaml:"mcus"`
+	// Approvals configures operator approvals for actuators marked
+	// requires_approval (package approval).
+	Approvals Approvals `yaml:"approvals"`
 
 	file     string
 	at       map[string]place // dotted path → where it was written
 	warnings []string
+}
+
+// Approvals configures operator approvals: the public keys whose
+// signatures the supervisor accepts, and the longest validity an approval
+// may claim.
+type Approvals struct {
+	// PublicKeys are files, each holding one Ed25519 public key in the
+	// format of package approval ("ed25519 <base64>"). Not secret: their
+	// mode is not checked. Required as soon as an actuator sets
+	// requires_approval.
+	PublicKeys []string `yaml:"public_keys"`
+	// MaxTTL is the longest not_after - not_before an approval may claim
+	// (default 5m, 1s..1h).
+	MaxTTL time.Duration `yaml:"max_ttl"`
+	// Keys are the keys read from PublicKeys by Parse and Load, in order.
+	Keys []ed25519.PublicKey `yaml:"-"`
 }
 
 // Journal configures the write-ahead journal.
@@ -326,6 +346,10 @@ type Actuator struct {
 	SupplyMaxVolts float64 `yaml:"supply_max_volts"`
 	// Timeout bounds one driver call (default actuators.DefaultTimeout).
 	Timeout time.Duration `yaml:"timeout"`
+	// RequiresApproval: a step moves this actuator only with an operator's
+	// signed, single-use approval naming it, the value and the saga
+	// (approvals: must list a public key). Default false.
+	RequiresApproval bool `yaml:"requires_approval"`
 }
 
 // SimActuator configures a simulated actuator.
@@ -420,6 +444,18 @@ type EStop struct {
 	// Poll is how often the pin is read even without an edge (default
 	// 50ms).
 	Poll time.Duration `yaml:"poll"`
+}
+
+// ApprovalRequired returns the names of the actuators marked
+// requires_approval, sorted.
+func (c *Config) ApprovalRequired() []string {
+	var names []string
+	for _, n := range c.ActuatorNames() {
+		if c.Actuators[n].RequiresApproval {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // ActuatorNames returns the actuator names, sorted.

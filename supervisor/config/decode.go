@@ -142,6 +142,7 @@ func (d *decoder) parse(data []byte) *Config {
 	d.complete(c)
 	d.validate(c)
 	d.readSecrets(c)
+	d.readApprovalKeys(c)
 	return c
 }
 
@@ -476,10 +477,17 @@ func (d *decoder) strings(n *yaml.Node, v reflect.Value, path string) {
 	for i, item := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		d.at[p] = place{item.Line, item.Column}
-		var s string
-		if d.str(item, p, &s) {
-			out = reflect.Append(out, reflect.ValueOf(s).Convert(v.Type().Elem()))
+		if item.Kind == yaml.AliasNode {
+			d.badValue(item, p, "aliases are not supported: write the value out")
+			d.bad[path] = true
+			continue
 		}
+		var s string
+		if !d.str(item, p, &s) {
+			d.bad[path] = true
+			continue
+		}
+		out = reflect.Append(out, reflect.ValueOf(s).Convert(v.Type().Elem()))
 	}
 	v.Set(out)
 }

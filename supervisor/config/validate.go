@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
@@ -103,8 +104,9 @@ func defaults() *Config {
 			MaxPayload: 64 << 10,
 			Auth:       Auth{PasswordFile: "./saga-data/mqtt/passwd", CredentialsDir: "./saga-data/mqtt/credentials"},
 		},
-		HTTP: HTTP{Listen: "127.0.0.1:8080"},
-		Sim:  Sim{World: "./saga-data/world"},
+		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+		Sim:       Sim{World: "./saga-data/world"},
+		Approvals: Approvals{MaxTTL: approval.DefaultMaxTTL},
 	}
 }
 
@@ -196,6 +198,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateMQTTTopicsUnique(c)
 	d.validateEStop(c.EStop)
 	d.validateMCUs(c)
+	d.validateApprovals(c)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.
 	if len(d.errs) == 0 {
@@ -209,6 +212,53 @@ func (d *decoder) validate(c *Config) {
 				d.errorf("actuators."+name, "%v", err)
 			}
 		}
+	}
+}
+
+// Bounds of approvals.max_ttl: under a second an approval would expire
+// on its way; over an hour a leaked one stays dangerous too long (and the
+// memory of spent nonces grows with it).
+const minApprovalTTL = time.Second
+
+func (d *decoder) validateApprovals(c *Config) {
+	a := c.Approvals
+	if d.ok("approvals.max_ttl") && (a.MaxTTL < minApprovalTTL || a.MaxTTL > approval.MaxTTLLimit) {
+		d.errorf("approvals.max_ttl", "%v is outside %v..%v", a.MaxTTL, minApprovalTTL, approval.MaxTTLLimit)
+	}
+	seen := map[string]int{}
+	for i, f := range a.PublicKeys {
+		p := fmt.Sprintf("approvals.public_keys[%d]", i)
+		if f == "" {
+			d.errorf(p, "must not be empty: a public key file")
+			d.bad[p] = true
+		} else if j, dup := seen[f]; dup {
+			d.errorf(p, "%s is listed twice (also item %d)", f, j+1)
+			d.bad[p] = true
+		}
+		seen[f] = i
+	}
+	if len(a.PublicKeys) > 0 || !d.ok("approvals.public_keys") {
+		return
+	}
+	for _, name := range c.ApprovalRequired() {
+		d.errorf("actuators."+name+".requires_approval",
+			"%s requires approval but approvals.public_keys lists no key: nothing could ever approve it", name)
+	}
+}
+
+// readApprovalKeys reads the public key files approvals names.
+func (d *decoder) readApprovalKeys(c *Config) {
+	for i, f := range c.Approvals.PublicKeys {
+		p := fmt.Sprintf("approvals.public_keys[%d]", i)
+		if !d.ok(p, "approvals.public_keys") {
+			continue
+		}
+		k, err := approval.LoadPublicKey(f)
+		if err != nil {
+			d.errorf(p, "%v", err)
+			continue
+		}
+		c.Approvals.Keys = append(c.Approvals.Keys, k)
 	}
 }
 

@@ -1,0 +1,169 @@
+package supervisor
+
+import (
+	"container/heap"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/approval"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+)
+
+// MaxSpentApprovals bounds the used approvals remembered at once. Each is
+// forgotten when its approval expires, so the set holds at most the
+// approvals admitted within one max_ttl; when it is full a new approval is
+// refused APPROVALS_FULL rather than an old one forgotten early (which
+// would let it be replayed).
+const MaxSpentApprovals = 65536
+
+// Approvals configures operator approvals (package approval).
+type Approvals struct {
+	// Device is the device name approvals must carry.
+	Device string
+	// Verifier checks signatures and validity; nil: no key is configured,
+	// so every approval sent is refused APPROVAL_INVALID, and no actuator
+	// may require one (the config refuses that).
+	Verifier *approval.Verifier
+	// Required names the actuators that move only with an approval.
+	Required map[string]bool
+	// Now is the wall clock approvals are checked against (nil: time.Now).
+	Now func() time.Time
+}
+
+// approvalGate holds what approvals need at run time.
+type approvalGate struct {
+	cfg   Approvals
+	spent *spentSet
+}
+
+func newApprovalGate(cfg *Approvals) *approvalGate {
+	g := &approvalGate{spent: newSpentSet(MaxSpentApprovals)}
+	if cfg != nil {
+		g.cfg = *cfg
+	}
+	if g.cfg.Now == nil {
+		g.cfg.Now = time.Now
+	}
+	return g
+}
+
+func approvalRefusal(err error) *api.Reply {
+	code, msg := approval.CodeOf(err), err.Error()
+	if code == "" {
+		code = approval.CodeInvalid
+	}
+	if e, ok := err.(*approval.Error); ok {
+		msg = e.Msg
+	}
+	return &api.Reply{Code: string(code), Message: "approval: " + msg}
+}
+
+// check decides a step's approval before the engine sees it. It returns a
+// refusal, or the hook the engine's gate calls last (Command.Admit) to
+// spend the approval's nonce — nil when the step carries no approval.
+func (g *approvalGate) check(req api.Request) (admit func() *rollback.Error, refused *api.Reply) {
+	if req.Approval == "" {
+		if g.cfg.Required[req.Actuator] {
+			return nil, &api.Reply{Code: string(approval.CodeRequired),
+				Message: fmt.Sprintf("%s moves only with an operator's signed approval of this step (field approval)", req.Actuator)}
+		}
+		return nil, nil
+	}
+	// An approval that is sent is checked, required or not: a bad one is
+	// refused, never ignored.
+	if g.cfg.Verifier == nil {
+		return nil, &api.Reply{Code: string(approval.CodeInvalid), Message: "approval: this supervisor trusts no approval key (approvals.public_keys)"}
+	}
+	now := g.cfg.Now()
+	c, err := g.cfg.Verifier.Verify(req.Approval, now)
+	if err == nil {
+		err = c.Check(g.cfg.Device, req.Actuator, req.Value, req.Saga)
+	}
+	if err != nil {
+		return nil, approvalRefusal(err)
+	}
+	expires := c.NotAfter.Add(g.cfg.Verifier.Skew())
+	return func() *rollback.Error {
+		return g.spent.spend(c.Nonce, expires, g.cfg.Now())
+	}, nil
+}
+
+// spentSet remembers the nonces of admitted approvals until they expire.
+type spentSet struct {
+	mu    sync.Mutex
+	max   int
+	nonce map[[approval.NonceLen]byte]struct{}
+	order spentHeap
+}
+
+func newSpentSet(max int) *spentSet {
+	return &spentSet{max: max, nonce: map[[approval.NonceLen]byte]struct{}{}}
+}
+
+// spent is one remembered nonce. It is forgotten when both clocks say its
+// approval expired: the wall clock (expires) and the monotonic one (due,
+// the same instant measured from when it was spent), so neither a wall
+// clock stepped back nor one jumping ahead brings it back early.
+type spent struct {
+	nonce   [approval.NonceLen]byte
+	expires time.Time // wall
+	due     time.Time // monotonic
+}
+
+type spentHeap []spent
+
+func (h spentHeap) Len() int           { return len(h) }
+func (h spentHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h spentHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *spentHeap) Push(x any)        { *h = append(*h, x.(spent)) }
+func (h *spentHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// spend marks nonce used until expires (wall clock), or refuses it:
+// APPROVAL_REPLAYED if it was used, APPROVALS_FULL if the set is full.
+// now must carry a monotonic reading (time.Now's).
+func (s *spentSet) spend(nonce [approval.NonceLen]byte, expires, now time.Time) *rollback.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked(now)
+	if _, used := s.nonce[nonce]; used {
+		return &rollback.Error{Code: rollback.Code(approval.CodeReplayed), Message: fmt.Sprintf("approval %x was already used", nonce)}
+	}
+	if len(s.nonce) >= s.max {
+		return &rollback.Error{Code: rollback.Code(approval.CodeFull),
+			Message: fmt.Sprintf("%d unexpired approvals are remembered, the most this supervisor holds: retry when some expire", len(s.nonce))}
+	}
+	s.nonce[nonce] = struct{}{}
+	heap.Push(&s.order, spent{nonce: nonce, expires: expires, due: now.Add(expires.Sub(now.Round(0)))})
+	return nil
+}
+
+func (s *spentSet) pruneLocked(now time.Time) {
+	wall := now.Round(0)
+	for s.order.Len() > 0 && !now.Before(s.order[0].due) {
+		e := heap.Pop(&s.order).(spent)
+		if wall.After(e.expires) {
+			delete(s.nonce, e.nonce)
+			continue
+		}
+		// The wall clock went back: wait for it as well.
+		e.due = now.Add(e.expires.Sub(wall))
+		heap.Push(&s.order, e)
+		if !now.Before(e.due) { // cannot happen (expires >= wall); never spin
+			break
+		}
+	}
+}
+
+// len is how many nonces are remembered (tests).
+func (s *spentSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.nonce)
+}
