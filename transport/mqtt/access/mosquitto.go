@@ -27,10 +27,10 @@ const patternUser = "%u"
 //     users also get an agent's rights over the topics bearing their own
 //     name (cmd/<S>, reply/<S>, ...). List Agents to get per-user blocks
 //     instead, which grant exactly what CanPublish and CanSubscribe do.
-//   - Subscriptions: mosquitto 2.0 grants a subscription whose filter
-//     matches a "read" rule's pattern, and checks every delivered message
-//     against the rules again, so a wider filter delivers nothing beyond
-//     the rules.
+//   - Subscriptions: mosquitto checks every message it delivers against
+//     the read rules, so a wider filter ("#", reply/+) delivers nothing
+//     beyond them, whether or not its SUBACK grants it (checked end to end
+//     against mosquitto 2.0.11 by TestRealMosquittoEnforcesPolicy).
 func (p *Policy) MosquittoACL() string {
 	var b strings.Builder
 	t := p.Topics
