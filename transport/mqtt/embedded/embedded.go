@@ -55,7 +55,7 @@ const (
 	// bounds retained topics by the configuration (status, one state topic
 	// per actuator, one per device); this holds in anonymous mode too (and
 	// in both, for a new topic published by several clients at once, up to
-	// one message per client over). mochi's own $SYS topics (about 30,
+	// one message per client over). mochi's own $SYS topics (about 20,
 	// stored without a publish this could refuse) count towards it, so
 	// clients get at least MaxRetained minus those.
 	DefaultMaxRetained = 4096
