@@ -1,58 +1,355 @@
 // Package embedded runs an in-process MQTT broker (mochi-mqtt) for the
 // daemon's embedded default: `saga-supervisor run` with no configuration
-// needs no broker installed. It listens on loopback by default and allows
-// anonymous clients, so it is for a single robot's own computer; anything
-// shared uses an external broker with ACLs per agent.
+// needs no broker installed.
+//
+// With a password file and an access policy (transport/mqtt/access), the
+// broker checks every client's password, requires its client id to equal
+// its username, and holds every publish, retain and subscribe to the
+// policy, as the mosquitto acl_file the policy renders would. Without them
+// it allows anonymous clients to do anything, which it accepts only on a
+// loopback address: for tests, benches and a single robot's own computer.
+// It refuses to listen beyond loopback without both passwords and TLS.
+//
+// Memory is bounded whoever connects: clients, queued and in-flight
+// messages per client, and retained messages (see Options).
 package embedded
 
 import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
 )
+
+// Defaults of the bounds in Options (a zero field means its default).
+const (
+	// DefaultMaxClients bounds connected clients. A robot's broker serves
+	// the supervisor's three connections, its devices and a handful of
+	// agents; every client costs its queues below.
+	DefaultMaxClients = 256
+	// DefaultMaxPendingWrites bounds the messages (QoS 0, 1 and 2) queued
+	// for delivery to one client. A client that does not read has its
+	// further messages dropped (and counted) instead of growing the queue.
+	DefaultMaxPendingWrites = 1024
+	// DefaultMaxInflight bounds the QoS 1/2 messages held per client
+	// awaiting its acknowledgement (connected or in a kept session);
+	// beyond it a message for that client is dropped.
+	DefaultMaxInflight = 1024
+	// DefaultReceiveMaximum bounds the QoS 1/2 messages a client may have
+	// unacknowledged towards the broker (mochi's default).
+	DefaultReceiveMaximum = 1024
+	// DefaultMaxRetained bounds the retained messages of the whole broker.
+	// A publish that would add a retained topic beyond it is refused (an
+	// update or removal of an existing one is not). The policy already
+	// bounds retained topics by the configuration (status, one state topic
+	// per actuator, one per device); this holds in anonymous mode too (and
+	// in both, for a new topic published by several clients at once, up to
+	// one message per client over). mochi's own $SYS topics (about 20,
+	// stored without a publish this could refuse) count towards it, so
+	// clients get at least MaxRetained minus those.
+	DefaultMaxRetained = 4096
+	// DefaultSessionExpiry is how long a disconnected client's session
+	// (subscriptions, unacknowledged messages) is kept: long enough for the
+	// supervisor to reconnect after a network hiccup without losing
+	// commands, short enough that sessions of departed clients do not
+	// accumulate (mochi's default keeps them forever).
+	DefaultSessionExpiry = time.Hour
+)
+
+// Options configures a broker. The zero value of every bound means its
+// default above.
+type Options struct {
+	Addr      string       // listen address, "127.0.0.1:1883"; port 0 picks a free one
+	MaxPacket uint32       // bound on a packet's size (0: none)
+	Log       *slog.Logger // nil: discard
+
+	// Passwords and Policy lock the broker: a client must give a username
+	// and the password Passwords holds for it, and the Policy decides what
+	// it may do. Both nil: anonymous, anything allowed (loopback only).
+	// One without the other is refused.
+	Passwords *access.Passwords
+	Policy    *access.Policy
+	// TLS, if not nil, serves MQTT over TLS. Required with Passwords off
+	// loopback: passwords must not cross a network in clear.
+	TLS *tls.Config
+
+	MaxClients       int
+	MaxPendingWrites int
+	MaxInflight      int
+	ReceiveMaximum   int
+	MaxRetained      int
+	SessionExpiry    time.Duration
+}
 
 // Broker is a running in-process broker.
 type Broker struct {
-	srv *mqtt.Server
-	ln  net.Listener
+	srv  *mqtt.Server
+	ln   net.Listener
+	hook *guard
+	tls  bool
 }
 
 // Start listens on addr ("127.0.0.1:1883"; port 0 picks a free one) and
-// serves MQTT on it. maxPacket bounds a packet's size (0: no bound).
+// serves MQTT on it to anonymous clients, allowing anything; addr must be
+// a loopback address. maxPacket bounds a packet's size (0: no bound). It is
+// StartOptions with only those set.
 func Start(addr string, maxPacket uint32, log *slog.Logger) (*Broker, error) {
+	return StartOptions(Options{Addr: addr, MaxPacket: maxPacket, Log: log})
+}
+
+// StartOptions starts a broker as opt says. It refuses, before listening,
+// a non-loopback address without both Passwords and TLS, and Passwords
+// without Policy or the other way round.
+func StartOptions(opt Options) (*Broker, error) {
+	if err := checkOptions(opt); err != nil {
+		return nil, err
+	}
+	log := opt.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", addr)
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = opt.MaxPacket
+	caps.MaximumClients = int64(orDefault(opt.MaxClients, DefaultMaxClients))
+	caps.MaximumClientWritesPending = int32(orDefault(opt.MaxPendingWrites, DefaultMaxPendingWrites))
+	caps.MaximumInflight = uint16(min(orDefault(opt.MaxInflight, DefaultMaxInflight), 65535))
+	caps.ReceiveMaximum = uint16(min(orDefault(opt.ReceiveMaximum, DefaultReceiveMaximum), 65535))
+	expiry := opt.SessionExpiry
+	if expiry <= 0 {
+		expiry = DefaultSessionExpiry
+	}
+	caps.MaximumSessionExpiryInterval = uint32(min(expiry/time.Second, 1<<32-1))
+	// No forced expiry of messages: mochi would otherwise delete every
+	// retained message a day after it was published (its default), and a
+	// robot's retained status or state must stay until replaced. Retained
+	// messages are bounded by MaxRetained, in-flight ones by MaxInflight.
+	caps.MaximumMessageExpiryInterval = 0
+	// Topic aliases map per client: bound them (mochi allows 65535).
+	caps.TopicAliasMaximum = 64
+
+	ln, err := net.Listen("tcp", opt.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MaximumPacketSize = maxPacket
+	if opt.TLS != nil {
+		ln = tls.NewListener(ln, opt.TLS)
+	}
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained)}
+	if err := srv.AddHook(g, nil); err != nil {
 		ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	// Our own listener: the port is bound before Start returns, so a
 	// caller (or a test using port 0) knows the address at once.
 	if err := srv.AddListener(listeners.NewNet("saga", ln)); err != nil {
 		ln.Close()
-		return nil, err
+		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	go srv.Serve()
-	return &Broker{srv: srv, ln: ln}, nil
+	return &Broker{srv: srv, ln: ln, hook: g, tls: opt.TLS != nil}, nil
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// checkOptions refuses options that would expose the broker.
+func checkOptions(opt Options) error {
+	if (opt.Passwords == nil) != (opt.Policy == nil) {
+		return errors.New("embedded broker: a password file and an access policy go together (passwords alone would let every user do anything; a policy alone would trust any claimed username)")
+	}
+	if opt.Policy != nil {
+		if err := opt.Policy.Validate(); err != nil {
+			return fmt.Errorf("embedded broker: %w", err)
+		}
+	}
+	loop, err := IsLoopback(opt.Addr)
+	if err != nil {
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	if !loop {
+		switch {
+		case opt.Passwords == nil:
+			return fmt.Errorf("embedded broker: listening on %q, beyond loopback, needs a password file and an access policy (anonymous clients are allowed on loopback only)", opt.Addr)
+		case opt.TLS == nil:
+			return fmt.Errorf("embedded broker: listening on %q, beyond loopback, needs TLS (passwords must not cross a network in clear)", opt.Addr)
+		}
+	}
+	return nil
+}
+
+// IsLoopback reports whether the listen address addr ("host:port") can be
+// reached only from this machine. An empty host, 0.0.0.0 and :: listen on
+// every interface, so they are not; a name is resolved and is loopback
+// only if every address it resolves to is.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "" {
+		return false, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return false, fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
 }
 
 // Addr is the address the broker listens on.
 func (b *Broker) Addr() string { return b.ln.Addr().String() }
 
-// URL is the broker's address as a client URL.
-func (b *Broker) URL() string { return "tcp://" + b.Addr() }
+// URL is the broker's address as a client URL (ssl:// with TLS).
+func (b *Broker) URL() string {
+	if b.tls {
+		return "ssl://" + b.Addr()
+	}
+	return "tcp://" + b.Addr()
+}
+
+// Stats counts what the broker refused since it started.
+type Stats struct {
+	RefusedConnects   int64 // bad or missing password, unknown user, client id ≠ username, forbidden will
+	RefusedPublishes  int64 // publishes (or retains) the policy forbids
+	RefusedSubscribes int64 // subscriptions (filters) the policy forbids
+	RefusedRetained   int64 // retained publishes beyond MaxRetained
+}
+
+// Stats returns the counts of refusals so far.
+func (b *Broker) Stats() Stats {
+	g := b.hook
+	return Stats{g.connects.Load(), g.publishes.Load(), g.subscribes.Load(), g.retained.Load()}
+}
 
 // Close stops the broker.
 func (b *Broker) Close() error { return b.srv.Close() }
+
+// guard is the mochi hook holding the broker to the password file and the
+// policy (both nil: allow all), and the retained store to its bound.
+type guard struct {
+	mqtt.HookBase
+	srv         *mqtt.Server
+	log         *slog.Logger
+	pw          *access.Passwords
+	policy      *access.Policy
+	maxRetained int
+
+	connects, publishes, subscribes, retained atomic.Int64
+	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
+}
+
+func (g *guard) ID() string { return "saga-access" }
+
+func (g *guard) Provides(b byte) bool {
+	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish}, []byte{b})
+}
+
+// refused logs a refusal at most once a second, so a client hammering the
+// broker cannot flood the log; Stats counts them all.
+func (g *guard) refused(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := g.lastLog.Load()
+	if now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	g.log.Warn(msg, args...)
+}
+
+// OnConnectAuthenticate checks the password, the user's role, that the
+// client id is the username, and that the user may publish its will.
+func (g *guard) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	if g.pw == nil {
+		return true
+	}
+	user := string(pk.Connect.Username)
+	// Check even without the flags, so a refusal takes the same time.
+	ok := g.pw.Check(user, string(pk.Connect.Password)) && pk.Connect.UsernameFlag && pk.Connect.PasswordFlag
+	if !ok {
+		g.connects.Add(1)
+		g.refused("mqtt connect refused: bad or missing username or password", "user", user, "client", cl.ID, "remote", cl.Net.Remote)
+		return false
+	}
+	if err := g.policy.Connect(user, cl.ID); err != nil {
+		g.connects.Add(1)
+		g.refused("mqtt connect refused", "error", err, "remote", cl.Net.Remote)
+		return false
+	}
+	if pk.Connect.WillFlag && !g.policy.CanPublish(user, pk.Connect.WillTopic, pk.Connect.WillRetain) {
+		g.connects.Add(1)
+		g.refused("mqtt connect refused: the user may not publish its will", "user", user, "will_topic", pk.Connect.WillTopic, "will_retain", pk.Connect.WillRetain, "remote", cl.Net.Remote)
+		return false
+	}
+	return true
+}
+
+// OnACLCheck is the read check (subscribe and deliver): a filter or a
+// topic the user may read. Writes are checked in OnPublish instead, where
+// the topic alias is resolved and the retain flag known, and where a
+// refusal can drop the message without disconnecting the client (mochi
+// disconnects an MQTT 3 client whose QoS 1 publish fails OnACLCheck).
+func (g *guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if write || g.policy == nil {
+		return true
+	}
+	if g.policy.CanSubscribe(string(cl.Properties.Username), topic) {
+		return true
+	}
+	// Deliveries are checked too, but a subscription granted already
+	// passed this check for every topic it matches.
+	g.subscribes.Add(1)
+	g.refused("mqtt subscribe refused", "user", string(cl.Properties.Username), "filter", topic)
+	return false
+}
+
+// OnPublish drops a publish the policy forbids, or one that would add a
+// retained topic beyond the bound. The client sees it acknowledged (as
+// mosquitto does for MQTT 3) and stays connected: a refusal must not cut
+// the supervisor off.
+func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if cl.Net.Inline {
+		return pk, nil
+	}
+	retain := pk.FixedHeader.Retain
+	if g.policy != nil && !g.policy.CanPublish(string(cl.Properties.Username), pk.TopicName, retain) {
+		g.publishes.Add(1)
+		g.refused("mqtt publish refused", "user", string(cl.Properties.Username), "topic", pk.TopicName, "retain", retain)
+		return pk, packets.CodeSuccessIgnore
+	}
+	// The check and mochi's store are not one atomic step: clients
+	// publishing new retained topics at the same instant may overshoot the
+	// bound by at most one message each (so by MaxClients at worst).
+	if retain && len(pk.Payload) > 0 {
+		if _, exists := g.srv.Topics.Retained.Get(pk.TopicName); !exists && g.srv.Topics.Retained.Len() >= g.maxRetained {
+			g.retained.Add(1)
+			g.refused("mqtt retained publish refused: the broker holds its maximum of retained messages", "user", string(cl.Properties.Username), "topic", pk.TopicName, "max", g.maxRetained)
+			return pk, packets.CodeSuccessIgnore
+		}
+	}
+	return pk, nil
+}
