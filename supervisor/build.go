@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -219,9 +220,12 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 // topic).
 func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqttdev.DeviceLink, error) {
 	opt := mqttdev.LinkOptions{
-		Broker: cfg.MQTT.Broker, ClientID: cfg.MQTT.ClientID + "-devices",
-		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
+		Broker: cfg.MQTT.Broker, ClientID: cfg.MQTT.ClientID + "-devices", // transport/mqtt.DevicesSuffix
+		Password:    cfg.MQTT.Password.Reveal(),
 		ConnectWait: 3 * time.Second,
+	}
+	if cfg.MQTT.Username != "" {
+		opt.Username = cfg.MQTT.Username + "-devices" // a login of its own (transport/mqtt.DevicesSuffix)
 	}
 	if lg != nil {
 		opt.Logger = lg.With("component", "mqtt-devices")
@@ -238,6 +242,13 @@ func dialDevices(cfg *config.Config, lg *slog.Logger) (*mqttdev.DeviceLink, erro
 			}
 		}
 		opt.Broker = "tcp://" + net.JoinHostPort(host, port)
+		if cfg.MQTT.TLS.CertFile != "" {
+			tc, err := PinnedTLS(cfg.MQTT.TLS)
+			if err != nil {
+				return nil, err
+			}
+			opt.Broker, opt.TLS = "ssl://"+net.JoinHostPort(host, port), tc
+		}
 	} else if cfg.MQTT.UsesTLS() {
 		tc, err := TLSConfig(cfg.MQTT.TLS)
 		if err != nil {
@@ -290,4 +301,26 @@ func permissionsOf(allow map[string]config.Permission) map[string]Permission {
 		out[name] = Permission{Actuators: p.Actuators, Ops: ops}
 	}
 	return out
+}
+
+// PinnedTLS is the TLS of the supervisor's own connections to the
+// embedded broker's TLS listener (mqtt.tls.cert_file and key_file): it
+// trusts exactly that certificate, whatever name it was issued for — the
+// connection is to this process, on loopback.
+func PinnedTLS(c config.TLS) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	want := cert.Certificate[0]
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below, not skipped
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], want) {
+				return errors.New("the broker's certificate is not the embedded broker's own")
+			}
+			return nil
+		},
+	}, nil
 }

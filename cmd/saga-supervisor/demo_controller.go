@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"io"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // demoActV: the daemon's own composition (config, leases, MQTT API on an
@@ -31,6 +31,17 @@ func demoActV(w io.Writer, dir string) error {
 	cfg.Journal.Dir = filepath.Join(dir, "act5", "journal")
 	cfg.Sim.World = filepath.Join(dir, "act5", "world")
 	cfg.HTTP.Listen = ""
+	// The embedded broker as `run` starts it: locked, the controller
+	// logging in as planner with the password generated for it.
+	cfg.MQTT.Listen = "127.0.0.1:0"
+	cfg.MQTT.Auth.PasswordFile = filepath.Join(dir, "act5", "mqtt", "passwd")
+	cfg.MQTT.Auth.CredentialsDir = filepath.Join(dir, "act5", "mqtt", "credentials")
+	emb, err := brokerauth.StartEmbedded(cfg, nil)
+	if err != nil {
+		return err
+	}
+	broker := emb.Broker
+	defer broker.Close()
 	built, err := supervisor.FromConfig(cfg, nil)
 	if err != nil {
 		return err
@@ -41,12 +52,8 @@ func demoActV(w io.Writer, dir string) error {
 		return err
 	}
 	defer sup.Close()
-	broker, err := embedded.Start("127.0.0.1:0", 1<<20, nil)
-	if err != nil {
-		return err
-	}
-	defer broker.Close()
-	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-demo",
+	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: cfg.MQTT.ClientID,
+		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
 		Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}}, sup)
 	if err != nil {
 		return err
@@ -58,7 +65,8 @@ func demoActV(w io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	child := exec.Command(self, "demo-controller", "--broker", broker.URL(), "--device", cfg.Device)
+	child := exec.Command(self, "demo-controller", "--broker", broker.URL(), "--device", cfg.Device,
+		"--password-file", filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
@@ -128,12 +136,14 @@ func runDemoController(args []string, w io.Writer) error {
 	fs := newFlags("demo-controller")
 	broker := fs.String("broker", "", "")
 	device := fs.String("device", "arm1", "")
+	passwordFile := fs.String("password-file", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, client.Options{Broker: *broker, Agent: "planner", Device: *device, TTL: time.Second})
+	c, err := client.Dial(ctx, client.Options{Broker: *broker, Agent: "planner", Device: *device, TTL: time.Second,
+		PasswordFile: *passwordFile})
 	if err != nil {
 		return err
 	}

@@ -10,15 +10,17 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
 // runRun is the daemon: the product's main job.
@@ -52,14 +54,17 @@ func runRun(args []string, w io.Writer) error {
 	// The embedded broker comes first: MQTT-attached actuators connect to
 	// it, and recovery (inside supervisor.New) may have to drive them back.
 	broker := cfg.MQTT.Broker
-	var emb *embedded.Broker
+	var emb *brokerauth.Started
 	if cfg.MQTT.Embedded() {
+		// Locked by the password file and the ACL the config implies
+		// (missing logins are created now); the supervisor's own login is
+		// put into cfg for every connection it opens.
 		var err error
-		if emb, err = embedded.Start(cfg.MQTT.Listen, uint32(cfg.MQTT.MaxPayload)+1024, lg.With("component", "broker")); err != nil {
+		if emb, err = brokerauth.StartEmbedded(cfg, lg.With("component", "broker")); err != nil {
 			return err
 		}
-		defer emb.Close()
-		broker = emb.URL()
+		defer emb.Broker.Close()
+		broker = brokerauth.LocalURL(emb.Broker)
 	}
 	built, err := supervisor.FromConfig(cfg, lg)
 	if err != nil {
@@ -79,11 +84,15 @@ func runRun(args []string, w io.Writer) error {
 	}
 
 	var tlsCfg *tls.Config
-	if cfg.MQTT.UsesTLS() {
-		if tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS); err != nil {
-			sup.Close()
-			return err
-		}
+	switch {
+	case cfg.MQTT.UsesTLS():
+		tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS)
+	case cfg.MQTT.Embedded() && cfg.MQTT.TLS.CertFile != "":
+		tlsCfg, err = supervisor.PinnedTLS(cfg.MQTT.TLS)
+	}
+	if err != nil {
+		sup.Close()
+		return err
 	}
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
 	tr, err := mqtt.StartTransport(mqtt.TransportOptions{
@@ -108,10 +117,7 @@ func runRun(args []string, w io.Writer) error {
 	if srv != nil {
 		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", cfg.HTTP.Listen)
 	}
-	fmt.Fprintf(w, "Send a first command (with mosquitto-clients):\n")
-	fmt.Fprintf(w, "  mosquitto_sub -h 127.0.0.1 -t '%s/#' -v &\n", cfg.Topic())
-	fmt.Fprintf(w, "  mosquitto_pub -h 127.0.0.1 -t %s -q 1 -m '{\"id\":\"1\",\"agent\":\"me\",\"op\":\"hello\",\"ttl_ms\":60000}'\n", topics.Cmd())
-	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
+	printFirstSteps(w, cfg, emb, topics)
 
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 	stopWatchdog := watchdog(lg)
@@ -191,4 +197,37 @@ func runCheckConfig(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "%s: valid — device %s, %d actuators, %d supplies, journal %s, MQTT %s\n",
 		fs.Arg(0), cfg.Device, len(cfg.Actuators), len(cfg.Supplies), cfg.Journal.Dir, cfg.MQTT.Broker)
 	return nil
+}
+
+// printFirstSteps tells a new user how to reach the supervisor: on the
+// locked embedded broker, who was given a password just now and where it
+// is, and a first command that logs in.
+func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, topics mqtt.Topics) {
+	login := ""
+	agent := "me"
+	if emb != nil && !emb.Anonymous {
+		if len(emb.Added) > 0 {
+			fmt.Fprintf(w, "MQTT logins created: %s\n", strings.Join(emb.Added, ", "))
+			fmt.Fprintf(w, "  their passwords are in %s/<user> (mode 0600); the broker keeps only hashes, in %s\n",
+				emb.CredentialsDir, cfg.MQTT.Auth.PasswordFile)
+		}
+		names := brokerauth.Policy(cfg).Agents
+		if len(names) == 0 {
+			fmt.Fprintf(w, "No agents under agents.allow: every user of %s may act.\n", cfg.MQTT.Auth.PasswordFile)
+			return
+		}
+		agent = names[0]
+		if slices.Contains(names, "ctl") {
+			agent = "ctl"
+		}
+		// The client id must be the username: -i.
+		login = fmt.Sprintf(" -u %s -i %s -P \"$(cat %s/%s)\"", agent, agent, emb.CredentialsDir, agent)
+		fmt.Fprintf(w, "Agents allowed (agents.allow): %s. Each logs in as its own name, client id = name.\n", strings.Join(names, ", "))
+	}
+	// One connection that asks and waits for the answer (a login has one
+	// connection at a time: its client id is its name).
+	fmt.Fprintf(w, "Send a first command (with mosquitto-clients):\n")
+	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
+		login, topics.AgentCmd(agent), topics.Reply(agent), agent)
+	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
 }

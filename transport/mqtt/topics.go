@@ -47,6 +47,17 @@ func (t Topics) Validate() error {
 	return nil
 }
 
+// The supervisor's connections to its broker: the main one logs in as
+// its client id (or username) S, the e-stop topics' own connection as
+// S+EstopSuffix, and the connection to MQTT-attached actuators as
+// S+DevicesSuffix. Each login is its own broker identity, so a broker
+// that binds client ids to usernames (the embedded one, mosquitto with
+// use_username_as_clientid) lets none of them take over another.
+const (
+	EstopSuffix   = "-estop"
+	DevicesSuffix = "-devices"
+)
+
 // Cmd is where agents publish requests (QoS 1, never retained). The
 // supervisor ignores a retained message here: it would replay a stale
 // command to every new subscription.

@@ -126,7 +126,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	// there never queues at the broker behind a flood of commands to the
 	// main connection (brokers queue per client; mosquitto drops QoS 1
 	// messages beyond max_queued_messages).
-	eo := t.clientOptions(opt.ClientID + "-estop").SetOnConnectHandler(t.onEstopConnect)
+	eo := t.clientOptions(opt.ClientID + EstopSuffix).SetOnConnectHandler(t.onEstopConnect)
 	t.estop = paho.NewClient(eo)
 	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	t.client = paho.NewClient(co)
@@ -184,7 +184,13 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 		SetKeepAlive(10 * time.Second).
 		SetConnectionLostHandler(func(_ paho.Client, err error) { t.log.Warn("mqtt connection lost", "client", clientID, "err", err) })
 	if t.opt.Username != "" {
-		co.SetUsername(t.opt.Username).SetPassword(t.opt.Password)
+		// Each connection is its own login (see EstopSuffix), with the
+		// supervisor's one password.
+		user := t.opt.Username
+		if suffix, ok := strings.CutPrefix(clientID, t.opt.ClientID); ok {
+			user += suffix
+		}
+		co.SetUsername(user).SetPassword(t.opt.Password)
 	}
 	if t.opt.TLS != nil {
 		co.SetTLSConfig(t.opt.TLS)

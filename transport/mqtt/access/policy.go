@@ -13,8 +13,8 @@ import (
 // S+EstopSuffix reads the e-stop topics on a connection of its own,
 // S+DevicesSuffix drives MQTT-attached actuators.
 const (
-	EstopSuffix   = "-estop"
-	DevicesSuffix = "-devices"
+	EstopSuffix   = mqtt.EstopSuffix
+	DevicesSuffix = mqtt.DevicesSuffix
 )
 
 // Device is an MQTT-attached actuator (drivers/mqtt) as the broker sees it:
