@@ -18,6 +18,7 @@ const (
 	CodeRateLimited     = "RATE_LIMITED"      // the agent is over its request rate
 	CodeBusy            = "BUSY"              // the agent's queue of waiting requests is full
 	CodeTooManyAgents   = "TOO_MANY_AGENTS"   // the supervisor serves as many agents as it allows
+	CodeTooManyAttempts = "TOO_MANY_ATTEMPTS" // too many failed HTTP resets: every reset refused for a while
 )
 
 // CodeInfo documents one wire code for the agents that receive it.
@@ -46,6 +47,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeHalted), "The supervisor is halted (e-stop latched). Every command is refused.", "Stop. An operator must reset; then hello again and begin a new saga."},
 	{string(rollback.CodeJournalFailed), "The journal failed. Nothing may move until the supervisor is restarted on a working journal.", "Stop and alert an operator. Resetting does not help."},
 	{CodeUnauthorized, "Reset was refused: the token is wrong.", "Do not retry: only an operator with the token may reset."},
+	{CodeTooManyAttempts, "HTTP reset only: too many resets failed for their token in the last minute (5 from this host or 30 from all). Every reset is refused, the right token included, until the Retry-After header's seconds pass. Halt is never limited.", "Wait Retry-After seconds, then reset once with the right token."},
 
 	// Leases (supervisor/lease).
 	{"LEASE_UNKNOWN", "No lease with that id was granted, or it ended too long ago to be recognised.", "Send hello for a new lease, then begin a new saga."},

@@ -23,7 +23,7 @@ func newTestSupervisor(t *testing.T) (*Supervisor, *Built) {
 	cfg := config.Default()
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
-	cfg.HTTP.ResetToken = "operator-token"
+	cfg.HTTP.ResetToken = "operator-token-0123456789abcdef-test"
 	b, err := FromConfig(cfg, nil)
 	if err != nil {
 		t.Fatal(err)

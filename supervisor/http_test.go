@@ -15,7 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-const operatorToken = "operator-token"
+const operatorToken = "operator-token-0123456789abcdef-test"
 
 // startSupervisor is a supervisor on the default config (the sim arm) in
 // temporary directories, without MQTT: HTTP and Handle drive it.
@@ -65,8 +65,17 @@ func do(t *testing.T, srv *httptest.Server, method, path string, hdr map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method == http.MethodPost {
+		// What every program posting to the API sends; a test of what a
+		// cross-site form sends overrides it (an empty value: no header).
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	res, err := srv.Client().Do(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -396,12 +397,24 @@ func (s *Supervisor) refreshSoon() {
 // ErrUnauthorized is returned by Reset with a wrong or missing token.
 var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator token")
 
+// TokenMatches reports whether got is the operator token want, in time
+// that depends on neither value: both are hashed with SHA-256 and the
+// digests compared with crypto/subtle, so not even the token's length leaks
+// (subtle.ConstantTimeCompare on the raw strings returns at once when the
+// lengths differ). An empty want matches nothing: without a configured
+// token, reset is refused to everyone. HTTP and MQTT resets both come here.
+func TokenMatches(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	eq := subtle.ConstantTimeCompare(g[:], w[:]) == 1
+	return eq && want != ""
+}
+
 // Reset clears the halt: an operator action, allowed only with the token
 // and only when every other ready condition holds. It clears only the
 // halts latched before it looked at those conditions: a halt that arrives
 // while the reset is being made stays latched (HALTED).
 func (s *Supervisor) Reset(token, by string) error {
-	if s.opt.ResetToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.opt.ResetToken)) != 1 {
+	if !TokenMatches(token, s.opt.ResetToken) {
 		return ErrUnauthorized
 	}
 	gen := s.engine.HaltGen()

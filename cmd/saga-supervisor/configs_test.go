@@ -94,7 +94,7 @@ func TestRaspberryPiExampleIsValid(t *testing.T) {
 			t.Fatalf("the example no longer names %s", secret)
 		}
 		p := filepath.Join(dir, filepath.Base(secret))
-		os.WriteFile(p, []byte("s3cret\n"), 0o600)
+		os.WriteFile(p, []byte("s3cret-0123456789abcdef-0123456789abcdef\n"), 0o600)
 		text = strings.ReplaceAll(text, secret, p)
 	}
 	for _, driver := range []string{"driver: gpio", "driver: mcu", "driver: ina219", "pwm: sysfs"} {
