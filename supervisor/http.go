@@ -66,7 +66,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
 func (s *Supervisor) HTTPHandler() http.Handler {
-	h := &httpAPI{s: s, limit: newResetLimiter(), page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
+	h := &httpAPI{s: s, limit: s.resetLimit, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
 	mux := http.NewServeMux()
 	// Each route is registered with its method and without: the second,
 	// less specific pattern catches every other method, so a 405 is JSON

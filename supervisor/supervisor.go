@@ -78,10 +78,13 @@ type Supervisor struct {
 	supplies *Supplies
 	leases   *lease.Manager
 	lanes    *ingress.Lanes
-	bg       sync.WaitGroup // unwinds started off the ingress path (wills)
-	replayed uint64
-	tailCut  string
-	metrics  *metrics
+	// resetLimit limits failed HTTP resets; one per supervisor, however
+	// many HTTP handlers serve it.
+	resetLimit *resetLimiter
+	bg         sync.WaitGroup // unwinds started off the ingress path (wills)
+	replayed   uint64
+	tailCut    string
+	metrics    *metrics
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -118,7 +121,7 @@ func New(opt Options) (*Supervisor, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
+	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(),
 		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
