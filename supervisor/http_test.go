@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -530,5 +532,50 @@ func TestResetLimitDocumented(t *testing.T) {
 	}
 	if supervisor.ResetFailWindow != time.Minute {
 		t.Error("the window is documented as a minute")
+	}
+}
+
+// Everything the daemon creates for its data is private to its user:
+// ./saga-data and the directories under it 0700, the journal's segments
+// and the sim world file 0600.
+func TestDataFilesArePrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "saga-data")
+	cfg := config.Default()
+	cfg.Journal.Dir = filepath.Join(root, "journal")
+	cfg.Sim.World = filepath.Join(root, "sim", "world")
+	b, err := supervisor.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sup, err := supervisor.New(b.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s has mode %04o, want %04o", p, info.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{cfg.Sim.World, filepath.Join(cfg.Journal.Dir, "0000000000000001.wal")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("not created: %v", err)
+		}
 	}
 }
