@@ -133,7 +133,7 @@ func TestPlanSim(t *testing.T) {
 			t.Errorf("actuator %d: %s out %d setup %v move %v, want %+v", i, a.Name, a.Output, a.Setup, a.Move, w)
 		}
 	}
-	if p.Token != "tok" || p.Broker != "tcp://127.0.0.1:1" {
+	if p.Token != "tok-0123456789abcdef-0123456789abcdef" || p.Broker != "tcp://127.0.0.1:1" {
 		t.Errorf("token %q broker %q", p.Token, p.Broker)
 	}
 	// The sim board's safe values follow the config.
