@@ -20,6 +20,7 @@ const (
 	CodeBusy            = "BUSY"              // the agent's queue of waiting requests is full
 	CodeTooManyAgents   = "TOO_MANY_AGENTS"   // the supervisor serves as many agents as it allows
 	CodeForbidden       = "FORBIDDEN"         // the agent may not do this (agents.allow, or reset off)
+	CodeTooManyAttempts = "TOO_MANY_ATTEMPTS" // too many failed HTTP resets: every reset refused for a while
 )
 
 // CodeInfo documents one wire code for the agents that receive it.
@@ -49,6 +50,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeJournalFailed), "The journal failed. Nothing may move until the supervisor is restarted on a working journal.", "Stop and alert an operator. Resetting does not help."},
 	{CodeUnauthorized, "Reset was refused: the token is wrong.", "Do not retry: only an operator with the token may reset."},
 	{CodeForbidden, "The agent may not do this: the configuration (agents.allow) does not give it this op or this actuator, or it names no such agent; or a reset over MQTT, which is off (mqtt.allow_reset). Refusals are journaled in aggregate. Nothing moved.", "Do not retry: ask the robot's operator for the permission."},
+	{CodeTooManyAttempts, "HTTP reset only: too many resets failed for their token in the last minute (5 from this host or 30 from all). Every reset is refused, the right token included, until the Retry-After header's seconds pass. Halt is never limited.", "Wait Retry-After seconds, then reset once with the right token."},
 
 	// Leases (supervisor/lease).
 	{"LEASE_UNKNOWN", "No lease with that id was granted, or it ended too long ago to be recognised.", "Send hello for a new lease, then begin a new saga."},

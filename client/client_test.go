@@ -19,7 +19,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-const token = "operator-token"
+const token = "operator-token-0123456789abcdef-test"
 
 // daemon is a supervisor on the default config (the sim arm) with an
 // in-process broker and its MQTT transport, in temporary directories.

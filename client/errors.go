@@ -104,6 +104,7 @@ var codeClass = map[string]class{
 	"RATE_LIMITED":      {refusal: true, sentinel: ErrBackOff},
 	"BUSY":              {refusal: true, sentinel: ErrBackOff},
 	"TOO_MANY_AGENTS":   {refusal: true, sentinel: ErrBackOff},
+	"TOO_MANY_ATTEMPTS": {refusal: true, sentinel: ErrBackOff}, // HTTP only; never sent over MQTT
 	"DUPLICATE_ID":      {refusal: true},
 	"DEADLINE_PASSED":   {refusal: true},
 	"ACTUATOR_UNKNOWN":  {refusal: true},

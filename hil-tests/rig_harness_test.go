@@ -21,7 +21,7 @@ import (
 )
 
 // simToken is the operator token of the sim rigs.
-const simToken = "hil-operator-token"
+const simToken = "hil-operator-token-0123456789abcdef"
 
 // rigOptions shape a sim rig; a real rig is what its file says.
 type rigOptions struct {
@@ -262,6 +262,8 @@ func (r *rig) post(path, token, body string) (int, string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	// The supervisor refuses a POST without it (a cross-site form post).
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

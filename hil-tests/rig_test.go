@@ -69,7 +69,7 @@ func TestPlanExampleRig(t *testing.T) {
 	}
 	text := strings.NewReplacer(
 		"/etc/saga-supervisor/mqtt-password", secret("mqtt", "sup-pw"),
-		"/etc/saga-supervisor/reset-token", secret("token", "op-token"),
+		"/etc/saga-supervisor/reset-token", secret("token", "op-token-0123456789abcdef-0123456789"),
 	).Replace(string(b))
 	cfg, err := config.Parse([]byte(text), "raspberry-pi.yaml")
 	if err != nil {
@@ -79,7 +79,7 @@ func TestPlanExampleRig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Token != "op-token" || p.AgentPassword != "agent-pw" || p.Broker != "tcp://127.0.0.1:1883" || p.HTTP != "127.0.0.1:8080" {
+	if p.Token != "op-token-0123456789abcdef-0123456789" || p.AgentPassword != "agent-pw" || p.Broker != "tcp://127.0.0.1:1883" || p.HTTP != "127.0.0.1:8080" {
 		t.Errorf("plan: token %q password %q broker %q http %q", p.Token, p.AgentPassword, p.Broker, p.HTTP)
 	}
 	if len(p.Actuators) != 2 || p.Actuators[0].Name != "left_wheel" || p.Actuators[1].Name != "right_wheel" {
@@ -94,7 +94,7 @@ func TestPlanExampleRig(t *testing.T) {
 func simConfig(t *testing.T) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "operator-token"), []byte("tok\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "operator-token"), []byte("tok-0123456789abcdef-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile("configs/sim.yaml")
@@ -133,7 +133,7 @@ func TestPlanSim(t *testing.T) {
 			t.Errorf("actuator %d: %s out %d setup %v move %v, want %+v", i, a.Name, a.Output, a.Setup, a.Move, w)
 		}
 	}
-	if p.Token != "tok" || p.Broker != "tcp://127.0.0.1:1" {
+	if p.Token != "tok-0123456789abcdef-0123456789abcdef" || p.Broker != "tcp://127.0.0.1:1" {
 		t.Errorf("token %q broker %q", p.Token, p.Broker)
 	}
 	// The sim board's safe values follow the config.

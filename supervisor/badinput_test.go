@@ -33,7 +33,7 @@ func newTestSupervisorWith(t *testing.T, edit func(*config.Config)) (*Supervisor
 	cfg := config.Default()
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
-	cfg.HTTP.ResetToken = "operator-token"
+	cfg.HTTP.ResetToken = "operator-token-0123456789abcdef-test"
 	edit(cfg)
 	b, err := FromConfig(cfg, nil)
 	if err != nil {

@@ -126,7 +126,7 @@ estop:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.HTTP.ResetToken = "operator-token"
+	cfg.HTTP.ResetToken = "operator-token-0123456789abcdef-test"
 	b, err := FromConfig(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ estop:
 		enable, _ := os.ReadFile(filepath.Join(pwm, "pwm0", "enable"))
 		return h && strings.TrimSpace(string(enable)) == "0" && relay.Read() == pgpio.Low
 	})
-	if err := s.Reset("operator-token", "test"); err == nil {
+	if err := s.Reset("operator-token-0123456789abcdef-test", "test"); err == nil {
 		t.Error("reset accepted while the e-stop is still pressed")
 	}
 	stop.Lock()
@@ -189,7 +189,7 @@ estop:
 	waitFor(t, "the released e-stop to be ready", func() bool {
 		return s.Status().Reasons[0] == "halted: estop: e-stop pressed" && len(s.Status().Reasons) == 1
 	})
-	if err := s.Reset("operator-token", "test"); err != nil {
+	if err := s.Reset("operator-token-0123456789abcdef-test", "test"); err != nil {
 		t.Fatalf("reset after release: %v", err)
 	}
 	if st := s.Status(); !st.Ready {

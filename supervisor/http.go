@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,11 +57,16 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 //	POST /api/v1/reset   clear it: Authorization: Bearer <operator token>;
 //	                     body {"operator": "..."}, optional
 //
+// The two POSTs need Content-Type: application/json or X-Saga-Request: 1,
+// neither of which a cross-site HTML form can send (checkAPIRequest): any
+// other request is refused 415 and does nothing. Failed resets are rate
+// limited (resetLimiter): 429 with Retry-After.
+//
 // Errors are JSON {"ok":false,"code":"...","message":"..."} with the stable
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
 func (s *Supervisor) HTTPHandler() http.Handler {
-	h := &httpAPI{s: s, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
+	h := &httpAPI{s: s, limit: s.resetLimit, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
 	mux := http.NewServeMux()
 	// Each route is registered with its method and without: the second,
 	// less specific pattern catches every other method, so a 405 is JSON
@@ -97,8 +104,38 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 }
 
 type httpAPI struct {
-	s    *Supervisor
-	page *template.Template
+	s     *Supervisor
+	limit *resetLimiter
+	page  *template.Template
+}
+
+// APIRequestHeader, set to "1", marks a POST as made by a program, like
+// Content-Type: application/json does.
+const APIRequestHeader = "X-Saga-Request"
+
+// checkAPIRequest refuses a POST that a web page on another site could
+// make a visitor's browser send: an HTML form can only send
+// application/x-www-form-urlencoded, multipart/form-data or text/plain, and
+// a script can send neither Content-Type: application/json nor a custom
+// header to another origin without a CORS preflight, which this server
+// never grants. It reads headers only, so halt can check it before it
+// latches without waiting on the body.
+func checkAPIRequest(r *http.Request) *api.Error {
+	if v := r.Header.Values(APIRequestHeader); len(v) == 1 && v[0] == "1" {
+		return nil
+	}
+	ct := r.Header.Values("Content-Type")
+	if len(ct) == 1 {
+		if mt, _, err := mime.ParseMediaType(ct[0]); err == nil && mt == "application/json" {
+			return nil
+		}
+	}
+	got := "none"
+	if len(ct) > 0 {
+		got = fmt.Sprintf("%.80q", strings.Join(ct, ", "))
+	}
+	return &api.Error{Code: api.CodeBadRequest, Message: fmt.Sprintf(
+		"the request needs Content-Type: application/json or %s: 1 (content type %s): nothing was done", APIRequestHeader, got)}
 }
 
 func (h *httpAPI) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -149,6 +186,13 @@ func (h *httpAPI) latch(warning string) haltJSON {
 // body is read first, bounded by MaxHTTPBody and the server's read
 // timeout, so that the reason reaches the journal's HALT record.
 func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
+	// A cross-site form post must not halt the robot: refused on its
+	// headers alone, before anything else (nothing is read or written).
+	if err := checkAPIRequest(r); err != nil {
+		h.s.metrics.command(string(api.OpHalt), false, err.Code)
+		writeError(w, http.StatusUnsupportedMediaType, err.Code, err.Message, nil)
+		return
+	}
 	// Latched before the body is read: a halt never waits on the network.
 	// A reason in the body follows as a second HALT record.
 	src := "http " + clientHost(r)
@@ -173,10 +217,33 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 
 // reset clears the halt with the operator token, which comes only in the
 // Authorization header: a URL ends up in logs, proxies and browser history.
+// Failed attempts are rate limited per client host and in total
+// (resetLimiter).
 func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Operator string `json:"operator"`
 	}
+	if err := checkAPIRequest(r); err != nil {
+		h.refuseReset(w, http.StatusUnsupportedMediaType, err)
+		return
+	}
+	host := clientHost(r)
+	at, ok, retry := h.limit.begin(host)
+	if !ok {
+		secs := int64((retry + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		h.refuseReset(w, http.StatusTooManyRequests, &api.Error{Code: api.CodeTooManyAttempts, Message: fmt.Sprintf(
+			"reset refused: too many failed resets (at most %d a minute from one host, %d from all): retry in %d s",
+			ResetFailsPerHost, ResetFailsTotal, max(secs, 1))})
+		return
+	}
+	// Counted as a failure until it is known to be none.
+	failed := false
+	defer func() {
+		if !failed {
+			h.limit.refund(host, at)
+		}
+	}()
 	if r.URL.RawQuery != "" {
 		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest,
 			Message: "reset takes no query parameters: send the token as Authorization: Bearer <token>"})
@@ -190,16 +257,21 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
 		return
 	}
-	by := "http " + clientHost(r)
+	by := "http " + host
 	if body.Operator != "" {
 		by += " operator " + body.Operator
 	}
-	err := h.s.Reset(bearerToken(r), by)
+	token, ok := bearerToken(r)
+	err := ErrUnauthorized
+	if ok {
+		err = h.s.Reset(token, by)
+	}
 	switch {
 	case err == nil:
 		h.s.metrics.command(string(api.OpReset), true, "")
 		writeJSON(w, http.StatusOK, h.latch(""))
 	case errors.Is(err, ErrUnauthorized):
+		failed = true
 		w.Header().Set("WWW-Authenticate", `Bearer realm="saga-supervisor"`)
 		h.refuseReset(w, http.StatusUnauthorized, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()})
 	default:
@@ -255,14 +327,20 @@ func readBody(w http.ResponseWriter, r *http.Request, v any) (int, *api.Error) {
 	return 0, nil
 }
 
-// bearerToken returns the token of an "Authorization: Bearer <token>"
-// header (the scheme is case-insensitive), or "".
-func bearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
+// bearerToken returns the token of the one Authorization header, which
+// must be exactly "Bearer " and the token: another scheme or spelling of
+// it, a second space, trailing blanks or parameters, or a second header
+// are refused (ok false), not guessed at.
+func bearerToken(r *http.Request) (token string, ok bool) {
+	v := r.Header.Values("Authorization")
+	if len(v) != 1 {
+		return "", false
 	}
-	return strings.TrimSpace(token)
+	token, ok = strings.CutPrefix(v[0], "Bearer ")
+	if !ok || token == "" || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return "", false
+	}
+	return token, true
 }
 
 // clientHost is the peer's address without its port, for the journal.

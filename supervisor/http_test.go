@@ -2,20 +2,25 @@ package supervisor_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-const operatorToken = "operator-token"
+const operatorToken = "operator-token-0123456789abcdef-test"
 
 // startSupervisor is a supervisor on the default config (the sim arm) in
 // temporary directories, without MQTT: HTTP and Handle drive it.
@@ -66,8 +71,17 @@ func do(t *testing.T, srv *httptest.Server, method, path string, hdr map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
+	if method == http.MethodPost {
+		// What every program posting to the API sends; a test of what a
+		// cross-site form sends overrides it (an empty value: no header).
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	res, err := srv.Client().Do(req)
 	if err != nil {
@@ -252,5 +266,317 @@ func TestNewHTTPServerHasTimeouts(t *testing.T) {
 	s := supervisor.NewHTTPServer("127.0.0.1:0", http.NotFoundHandler())
 	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
 		t.Fatalf("server without limits: %+v", s)
+	}
+}
+
+// call serves one request straight from the handler, from the client
+// address remote.
+func call(h http.Handler, method, path, remote string, hdr http.Header, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.RemoteAddr = remote
+	for k, vs := range hdr {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// errCode is the code of an error reply.
+func errCode(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	var m struct {
+		OK      bool   `json:"ok"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || m.OK || m.Message == "" {
+		t.Fatalf("not a coded error reply (%v): %s", err, rec.Body)
+	}
+	return m.Code
+}
+
+var jsonType = http.Header{"Content-Type": {"application/json"}}
+
+func withBearer(token string) http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + token}}
+}
+
+// A POST a web page on another site could make a browser send — an HTML
+// form (urlencoded, multipart, text/plain) or a request without a content
+// type — neither halts nor resets: 415, coded, and nothing happens.
+func TestHTTPRefusesCrossSitePosts(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	h := sup.HTTPHandler()
+	refused := []struct {
+		name string
+		hdr  http.Header
+	}{
+		{"form", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}},
+		{"multipart form", http.Header{"Content-Type": {"multipart/form-data; boundary=xyz"}}},
+		{"text/plain", http.Header{"Content-Type": {"text/plain"}}},
+		{"text/plain json-looking", http.Header{"Content-Type": {"text/plain; charset=utf-8"}}},
+		{"no content type", http.Header{}},
+		{"json suffix type", http.Header{"Content-Type": {"application/json-seq"}}},
+		{"malformed type", http.Header{"Content-Type": {"application/json;;="}}},
+		{"two content types", http.Header{"Content-Type": {"text/plain", "application/json"}}},
+		{"header not 1", http.Header{"X-Saga-Request": {"yes"}, "Content-Type": {"text/plain"}}},
+	}
+	for _, tc := range refused {
+		rec := call(h, "POST", "/api/v1/halt", "192.0.2.1:4000", tc.hdr, `{"reason":"csrf"}`)
+		if rec.Code != http.StatusUnsupportedMediaType || errCode(t, rec) != "BAD_REQUEST" {
+			t.Errorf("halt, %s: %d %s", tc.name, rec.Code, rec.Body)
+		}
+		if st := sup.Status(); st.Halted {
+			t.Fatalf("halt, %s: latched the halt (%s)", tc.name, st.HaltWhy)
+		}
+	}
+	// Reset: latch a halt the proper way, then no refused reset clears it,
+	// not even with the right token; nor do they count as failed resets.
+	if rec := call(h, "POST", "/api/v1/halt", "192.0.2.1:4000", jsonType, ""); rec.Code != http.StatusOK {
+		t.Fatalf("halt: %d %s", rec.Code, rec.Body)
+	}
+	for _, tc := range refused {
+		hdr := tc.hdr.Clone()
+		hdr.Set("Authorization", "Bearer "+operatorToken)
+		rec := call(h, "POST", "/api/v1/reset", "192.0.2.1:4000", hdr, "")
+		if rec.Code != http.StatusUnsupportedMediaType || errCode(t, rec) != "BAD_REQUEST" {
+			t.Errorf("reset, %s: %d %s", tc.name, rec.Code, rec.Body)
+		}
+		if !sup.Status().Halted {
+			t.Fatalf("reset, %s: cleared the halt", tc.name)
+		}
+	}
+	if rec := call(h, "POST", "/api/v1/reset", "192.0.2.1:4000", withBearer(operatorToken), ""); rec.Code != http.StatusOK {
+		t.Fatalf("reset after %d refused ones: %d %s", len(refused), rec.Code, rec.Body)
+	}
+}
+
+// application/json (with parameters, in any case) or X-Saga-Request: 1
+// (with any content type, or none) is accepted.
+func TestHTTPAcceptsJSONOrHeader(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	h := sup.HTTPHandler()
+	for _, hdr := range []http.Header{
+		{"Content-Type": {"application/json"}},
+		{"Content-Type": {"application/json; charset=utf-8"}},
+		{"Content-Type": {"Application/JSON"}},
+		{"X-Saga-Request": {"1"}},
+		{"X-Saga-Request": {"1"}, "Content-Type": {"text/plain"}},
+	} {
+		rec := call(h, "POST", "/api/v1/halt", "192.0.2.1:4000", hdr, `{"reason":"drill"}`)
+		if rec.Code != http.StatusOK || !sup.Status().Halted {
+			t.Fatalf("halt with %v: %d %s", hdr, rec.Code, rec.Body)
+		}
+		hdr = hdr.Clone()
+		hdr.Set("Authorization", "Bearer "+operatorToken)
+		if rec := call(h, "POST", "/api/v1/reset", "192.0.2.1:4000", hdr, ""); rec.Code != http.StatusOK || sup.Status().Halted {
+			t.Fatalf("reset with %v: %d %s", hdr, rec.Code, rec.Body)
+		}
+	}
+}
+
+// The token comes only as exactly "Authorization: Bearer <token>": any
+// other spelling is refused 401 even when it holds the right token.
+func TestHTTPBearerExact(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	h := sup.HTTPHandler()
+	now := time.Unix(1_000_000, 0)
+	supervisor.SetResetClock(sup, func() time.Time { return now })
+	call(h, "POST", "/api/v1/halt", "192.0.2.1:4000", jsonType, "")
+	for _, auth := range [][]string{
+		{"bearer " + operatorToken},
+		{"BEARER " + operatorToken},
+		{"Basic " + operatorToken},
+		{"Bearer  " + operatorToken},
+		{"Bearer\t" + operatorToken},
+		{"Bearer" + operatorToken},
+		{" Bearer " + operatorToken},
+		{"Bearer " + operatorToken + " "},
+		{"Bearer " + operatorToken + ", realm=x"},
+		{"Bearer " + operatorToken + " extra"},
+		{"Bearer "},
+		{"Bearer " + operatorToken, "Bearer " + operatorToken},
+		{"Bearer " + operatorToken[:len(operatorToken)-1]},
+		{"Bearer " + operatorToken + "x"},
+	} {
+		now = now.Add(supervisor.ResetFailWindow) // each case on a clean slate
+		hdr := http.Header{"Content-Type": {"application/json"}, "Authorization": auth}
+		rec := call(h, "POST", "/api/v1/reset", "192.0.2.1:4000", hdr, "")
+		if rec.Code != http.StatusUnauthorized || errCode(t, rec) != "UNAUTHORIZED" || !sup.Status().Halted {
+			t.Fatalf("Authorization %q: %d %s", auth, rec.Code, rec.Body)
+		}
+	}
+	now = now.Add(supervisor.ResetFailWindow)
+	if rec := call(h, "POST", "/api/v1/reset", "192.0.2.1:4000", withBearer(operatorToken), ""); rec.Code != http.StatusOK {
+		t.Fatalf("Bearer <token>: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TokenMatches, which HTTP and MQTT resets share, accepts the token only:
+// not a prefix, an extension, another case, nor anything when no token is
+// configured.
+func TestTokenMatches(t *testing.T) {
+	const tok = "0123456789abcdef0123456789abcdef"
+	if !supervisor.TokenMatches(tok, tok) {
+		t.Fatal("the token itself refused")
+	}
+	for _, got := range []string{"", tok[:31], tok + "0", "0123456789ABCDEF0123456789ABCDEF", tok[1:] + "0", strings.Repeat("x", 1000)} {
+		if supervisor.TokenMatches(got, tok) {
+			t.Errorf("%q accepted", got)
+		}
+	}
+	if supervisor.TokenMatches("", "") || supervisor.TokenMatches("x", "") {
+		t.Error("a token accepted where none is configured")
+	}
+	// Reset (the MQTT path) goes through it.
+	sup, _ := startSupervisor(t, t.TempDir())
+	sup.Halt("test", "")
+	if err := sup.Reset(operatorToken[:len(operatorToken)-1], "test"); !errors.Is(err, supervisor.ErrUnauthorized) {
+		t.Fatalf("reset with a prefix of the token: %v", err)
+	}
+	if err := sup.Reset(operatorToken, "test"); err != nil {
+		t.Fatalf("reset with the token: %v", err)
+	}
+}
+
+// Failed resets are limited per host and in total; while limited every
+// reset is refused 429 with Retry-After, the right token included; halt is
+// never limited; successes and the 429s do not count.
+func TestHTTPResetRateLimit(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	h := sup.HTTPHandler()
+	now := time.Unix(1_000_000, 0)
+	supervisor.SetResetClock(sup, func() time.Time { return now })
+	halt := func(from string) {
+		t.Helper()
+		if rec := call(h, "POST", "/api/v1/halt", from, jsonType, `{"reason":"limit test"}`); rec.Code != http.StatusOK || !sup.Status().Halted {
+			t.Fatalf("halt from %s: %d %s", from, rec.Code, rec.Body)
+		}
+	}
+	reset := func(from, token string) *httptest.ResponseRecorder {
+		return call(h, "POST", "/api/v1/reset", from, withBearer(token), "")
+	}
+	limited := func(rec *httptest.ResponseRecorder, retry string) {
+		t.Helper()
+		if rec.Code != http.StatusTooManyRequests || errCode(t, rec) != "TOO_MANY_ATTEMPTS" || rec.Header().Get("Retry-After") != retry {
+			t.Fatalf("want 429 TOO_MANY_ATTEMPTS, Retry-After %s: %d %v %s", retry, rec.Code, rec.Header(), rec.Body)
+		}
+		if !sup.Status().Halted {
+			t.Fatal("a limited reset cleared the halt")
+		}
+	}
+	const a, b = "192.0.2.1:4000", "192.0.2.2:4000"
+
+	// Successful resets do not count.
+	for range 2 * supervisor.ResetFailsPerHost {
+		halt(a)
+		if rec := reset(a, operatorToken); rec.Code != http.StatusOK {
+			t.Fatalf("reset: %d %s", rec.Code, rec.Body)
+		}
+	}
+	halt(a)
+	for i := range supervisor.ResetFailsPerHost {
+		if rec := reset(a, "wrong-guess"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d %s", i+1, rec.Code, rec.Body)
+		}
+		now = now.Add(time.Second)
+	}
+	// Host a is limited, the right token included, until its first
+	// failure is a minute old.
+	limited(reset(a, operatorToken), "55")
+	now = now.Add(30 * time.Second)
+	limited(reset(a, "wrong-guess"), "25")
+	// Halt is never limited, from the limited host either.
+	halt(a)
+	// Another host is not limited by a's failures.
+	if rec := reset(b, operatorToken); rec.Code != http.StatusOK {
+		t.Fatalf("reset from another host: %d %s", rec.Code, rec.Body)
+	}
+	halt(a)
+	// Once the window passes, a may reset again (the 429s did not count).
+	now = now.Add(25 * time.Second)
+	if rec := reset(a, operatorToken); rec.Code != http.StatusOK {
+		t.Fatalf("reset after the window: %d %s", rec.Code, rec.Body)
+	}
+
+	// The global limit: one failure each from many hosts.
+	now = now.Add(supervisor.ResetFailWindow)
+	halt(a)
+	for i := range supervisor.ResetFailsTotal {
+		from := fmt.Sprintf("198.51.100.%d:5000", i+1)
+		if rec := reset(from, "wrong-guess"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("global failure %d: %d %s", i+1, rec.Code, rec.Body)
+		}
+	}
+	limited(reset(b, operatorToken), "60")
+	halt(b)
+	now = now.Add(supervisor.ResetFailWindow)
+	if rec := reset(b, operatorToken); rec.Code != http.StatusOK {
+		t.Fatalf("reset after the global window: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The code table states the limits the code applies.
+func TestResetLimitDocumented(t *testing.T) {
+	info, ok := api.Lookup(api.CodeTooManyAttempts)
+	if !ok {
+		t.Fatal("TOO_MANY_ATTEMPTS missing from api.Codes")
+	}
+	for _, want := range []string{fmt.Sprintf("%d from this host", supervisor.ResetFailsPerHost),
+		fmt.Sprintf("%d from all", supervisor.ResetFailsTotal), "last minute"} {
+		if !strings.Contains(info.Meaning, want) {
+			t.Errorf("TOO_MANY_ATTEMPTS says %q, not %q", info.Meaning, want)
+		}
+	}
+	if supervisor.ResetFailWindow != time.Minute {
+		t.Error("the window is documented as a minute")
+	}
+}
+
+// Everything the daemon creates for its data is private to its user:
+// ./saga-data and the directories under it 0700, the journal's segments
+// and the sim world file 0600.
+func TestDataFilesArePrivate(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "saga-data")
+	cfg := config.Default()
+	cfg.Journal.Dir = filepath.Join(root, "journal")
+	cfg.Sim.World = filepath.Join(root, "sim", "world")
+	b, err := supervisor.FromConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sup, err := supervisor.New(b.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if info.Mode().Perm() != want {
+			t.Errorf("%s has mode %04o, want %04o", p, info.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{cfg.Sim.World, filepath.Join(cfg.Journal.Dir, "0000000000000001.wal")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("not created: %v", err)
+		}
 	}
 }

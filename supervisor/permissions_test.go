@@ -75,11 +75,11 @@ func TestPermissions(t *testing.T) {
 		t.Errorf("watcher status: %+v", r)
 	}
 	// Reset over MQTT is off by default even for an agent given reset.
-	if r := call(`{"id":"5","agent":"op","op":"reset","token":"operator-token"}`); r.Code != api.CodeForbidden {
+	if r := call(`{"id":"5","agent":"op","op":"reset","token":"operator-token-0123456789abcdef-test"}`); r.Code != api.CodeForbidden {
 		t.Errorf("reset over MQTT with allow_reset off: %+v", r)
 	}
 	// planner (no ops listed) may not reset: reset is never a default.
-	if r := call(`{"id":"6","agent":"planner","op":"reset","token":"operator-token"}`); r.Code != api.CodeForbidden {
+	if r := call(`{"id":"6","agent":"planner","op":"reset","token":"operator-token-0123456789abcdef-test"}`); r.Code != api.CodeForbidden {
 		t.Errorf("planner reset: %+v", r)
 	}
 	after := b.World.Snapshot()
@@ -147,7 +147,7 @@ func TestRemoteReset(t *testing.T) {
 	if r := call("guess"); r.Code != api.CodeUnauthorized {
 		t.Errorf("wrong token: %+v", r)
 	}
-	if r := call("operator-token"); !r.OK {
+	if r := call("operator-token-0123456789abcdef-test"); !r.OK {
 		t.Errorf("right token: %+v", r)
 	}
 }

@@ -102,7 +102,7 @@ func TestNoStaleHaltAfterReset(t *testing.T) {
 	for i := range 100 {
 		s.Halt("test", fmt.Sprint("round ", i))
 		s.engine.WaitHalts()
-		if err := s.Reset("operator-token", "test"); err != nil {
+		if err := s.Reset("operator-token-0123456789abcdef-test", "test"); err != nil {
 			t.Fatalf("round %d: reset: %v", i, err)
 		}
 		s.mu.Lock()

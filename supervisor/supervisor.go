@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -87,11 +88,14 @@ type Supervisor struct {
 	supplies *Supplies
 	leases   *lease.Manager
 	lanes    *ingress.Lanes
-	bg       sync.WaitGroup // unwinds started off the ingress path (wills)
-	replayed uint64
-	tailCut  string
-	metrics  *metrics
-	approve  *approvalGate
+	// resetLimit limits failed HTTP resets; one per supervisor, however
+	// many HTTP handlers serve it.
+	resetLimit *resetLimiter
+	bg         sync.WaitGroup // unwinds started off the ingress path (wills)
+	replayed   uint64
+	tailCut    string
+	metrics    *metrics
+	approve    *approvalGate
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -128,7 +132,7 @@ func New(opt Options) (*Supervisor, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{},
+	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(),
 		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -408,12 +412,24 @@ func (s *Supervisor) refreshSoon() {
 // ErrUnauthorized is returned by Reset with a wrong or missing token.
 var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator token")
 
+// TokenMatches reports whether got is the operator token want, in time
+// that depends on neither value: both are hashed with SHA-256 and the
+// digests compared with crypto/subtle, so not even the token's length leaks
+// (subtle.ConstantTimeCompare on the raw strings returns at once when the
+// lengths differ). An empty want matches nothing: without a configured
+// token, reset is refused to everyone. HTTP and MQTT resets both come here.
+func TokenMatches(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	eq := subtle.ConstantTimeCompare(g[:], w[:]) == 1
+	return eq && want != ""
+}
+
 // Reset clears the halt: an operator action, allowed only with the token
 // and only when every other ready condition holds. It clears only the
 // halts latched before it looked at those conditions: a halt that arrives
 // while the reset is being made stays latched (HALTED).
 func (s *Supervisor) Reset(token, by string) error {
-	if s.opt.ResetToken == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.opt.ResetToken)) != 1 {
+	if !TokenMatches(token, s.opt.ResetToken) {
 		return ErrUnauthorized
 	}
 	gen := s.engine.HaltGen()

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -47,6 +48,70 @@ type File interface {
 	Allocate(size int64) error
 	Size() (int64, error)
 	Close() error
+}
+
+// The journal is private to the daemon's user: it records every command
+// and who sent it. Its directory is created 0700 and its files 0600.
+const (
+	dirPerm  fs.FileMode = 0o700
+	filePerm fs.FileMode = 0o600
+)
+
+// PermFS is implemented by an FS whose files have permission bits (OSFS).
+// Open uses it to tighten a journal an earlier version (or a hand) left
+// more open than dirPerm and filePerm.
+type PermFS interface {
+	// Restrict clears the permission bits of name outside dirAllowed if
+	// it is a directory, outside fileAllowed if it is a regular file; a
+	// symbolic link or any other kind of file is left alone.
+	Restrict(name string, dirAllowed, fileAllowed fs.FileMode) error
+}
+
+// Restrict clears the permission bits outside those allowed (chmod); a
+// file already within them is not touched.
+func (OSFS) Restrict(name string, dirAllowed, fileAllowed fs.FileMode) error {
+	st, err := os.Lstat(name)
+	if err != nil {
+		return err
+	}
+	allowed := fileAllowed
+	switch {
+	case st.Mode().IsDir():
+		allowed = dirAllowed
+	case !st.Mode().IsRegular():
+		return nil
+	}
+	if perm := st.Mode().Perm(); perm&^allowed != 0 {
+		return os.Chmod(name, perm&allowed)
+	}
+	return nil
+}
+
+// tightenPerms makes an existing journal directory 0700 and its files
+// 0600 at most, on a file system with permissions. The policy is to
+// tighten rather than refuse: a journal written by an older version
+// (0755/0644) is still the robot's only record of open sagas, and refusing
+// it would keep the robot from recovering them. Only a failed chmod is an
+// error.
+func tightenPerms(fsys FS, dir string) error {
+	pfs, ok := fsys.(PermFS)
+	if !ok {
+		return nil
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	paths := []string{dir}
+	for _, n := range names {
+		paths = append(paths, filepath.Join(dir, n))
+	}
+	for _, p := range paths {
+		if err := pfs.Restrict(p, dirPerm, filePerm); err != nil {
+			return fmt.Errorf("wal: restricting the permissions of %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // OSFS is the operating system's file system. The zero value is ready to

@@ -106,6 +106,9 @@ func Open(dir string, opt Options) (*Log, error) {
 	if err := removeTemps(fsys, dir); err != nil {
 		return nil, err
 	}
+	if err := tightenPerms(fsys, dir); err != nil {
+		return nil, err
+	}
 	res, err := walk(fsys, dir, walkOpts{from: 1})
 	if err != nil {
 		return nil, err
@@ -193,7 +196,7 @@ func makeDir(fsys FS, dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
 	for i := len(missing) - 1; i >= 0; i-- {

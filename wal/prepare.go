@@ -110,7 +110,7 @@ func (p *preparer) stop() {
 // fdatasyncs then only flush data.
 func prepareSegment(fsys FS, dir string, size int64) prepared {
 	path := filepath.Join(dir, nextTmpName)
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return prepared{path: path, err: &FatalError{Op: "create segment", Path: path, Err: err}}
 	}

@@ -33,7 +33,7 @@ func saveBroken(fsys FS, dir, seg string, f File, from, to int64) (string, error
 		return "", err
 	}
 	tmp := filepath.Join(dir, name+tmpExt)
-	out, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return "", err
 	}

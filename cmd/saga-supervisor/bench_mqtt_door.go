@@ -226,7 +226,11 @@ func benchDoorConfig(device, journal string, actuators []string) (*config.Config
 // the retained status says online and ready.
 func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err error) {
 	var rnd [6]byte
+	var tok [32]byte // a token as long as config validation demands
 	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, err
 	}
 	// A device of its own per run: on a shared broker nothing else hears
@@ -237,7 +241,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 		return nil, err
 	}
 	d := &benchDoor{cfg: cfg, url: url, topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: device},
-		token: hex.EncodeToString(rnd[:]) + "-token", clientID: device, trLog: newBenchLogTally()}
+		token: hex.EncodeToString(tok[:]), clientID: device, trLog: newBenchLogTally()}
 	cfg.HTTP.ResetToken = config.Secret(d.token)
 	defer func() {
 		if err != nil {

@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +78,23 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "ProtectSystem=strict", "DevicePolicy=closed",
-		"DeviceAllow=char-gpiochip", "DeviceAllow=char-ttyUSB", "SupplementaryGroups=gpio dialout", "UMask=0077"} {
+		"DeviceAllow=char-gpiochip", "DeviceAllow=char-ttyUSB", "DeviceAllow=char-ttyACM", "DeviceAllow=char-ttyAMA",
+		"DeviceAllow=char-i2c", "DeviceAllow=/dev/gpiomem", "SupplementaryGroups=gpio dialout i2c", "UMask=0077",
+		"SystemCallFilter=@system-service", "SystemCallFilter=~@privileged @resources", "SystemCallErrorNumber=EPERM",
+		"MemoryDenyWriteExecute=yes", "RestrictRealtime=yes", "PrivateMounts=yes", "ProtectProc=invisible",
+		"IPAddressDeny=any", "IPAddressAllow=localhost", "TimeoutStartSec=", "RemoveIPC=yes"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("unit lacks %q", want)
+		}
+	}
+	// What would break the hardware: a read-only /sys (sysfs PWM), hidden
+	// devices (GPIO, I2C, serial), a hidden /proc/device-tree (periph's
+	// board detection), the device groups lost in a user namespace.
+	for _, line := range strings.Split(text, "\n") {
+		for _, never := range []string{"ProtectKernelTunables=yes", "PrivateDevices=yes", "ProcSubset=pid", "PrivateUsers=yes"} {
+			if strings.HasPrefix(strings.TrimSpace(line), never) {
+				t.Errorf("unit sets %q: the hardware drivers would break", never)
+			}
 		}
 	}
 }
@@ -94,7 +113,7 @@ func TestRaspberryPiExampleIsValid(t *testing.T) {
 			t.Fatalf("the example no longer names %s", secret)
 		}
 		p := filepath.Join(dir, filepath.Base(secret))
-		os.WriteFile(p, []byte("s3cret\n"), 0o600)
+		os.WriteFile(p, []byte("s3cret-0123456789abcdef-0123456789abcdef\n"), 0o600)
 		text = strings.ReplaceAll(text, secret, p)
 	}
 	for _, driver := range []string{"driver: gpio", "driver: mcu", "driver: ina219", "pwm: sysfs"} {
@@ -150,3 +169,52 @@ func TestMosquittoConfigLoads(t *testing.T) {
 }
 
 func timeAfter(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }
+
+// maxUnitExposure is the highest "Overall exposure level" systemd-analyze
+// security may give the unit (0 is locked down, 10 fully exposed).
+const maxUnitExposure = 2.5
+
+var exposureLine = regexp.MustCompile(`Overall exposure level for \S+: ([0-9]+(?:\.[0-9]+)?)`)
+
+// The unit stays hardened: systemd-analyze security --offline scores it
+// 2.5 or below. On failure the test prints the score and the settings that
+// cost the most.
+func TestSystemdUnitExposure(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze", "systemd")
+	// --threshold would do the comparison, but its scale differs between
+	// systemd versions: the score is read from the report instead.
+	out, err := exec.Command(analyze, "security", "--offline=yes", "--no-pager", "../../configs/saga-supervisor.service").CombinedOutput()
+	m := exposureLine.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("systemd-analyze security: %v: no overall exposure level in:\n%s", err, out)
+	}
+	score, perr := strconv.ParseFloat(string(m[1]), 64)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	t.Logf("systemd-analyze security: exposure %.1f (at most %.1f)", score, maxUnitExposure)
+	if score <= maxUnitExposure {
+		return
+	}
+	// The worst lines: each ✗ line ends with what it costs.
+	type cost struct {
+		line  string
+		score float64
+	}
+	var worst []cost
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "✗" {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			worst = append(worst, cost{strings.Join(f, " "), v})
+		}
+	}
+	slices.SortStableFunc(worst, func(a, b cost) int { return cmp.Compare(b.score, a.score) })
+	var b strings.Builder
+	for _, w := range worst[:min(len(worst), 12)] {
+		fmt.Fprintf(&b, "  %s\n", w.line)
+	}
+	t.Fatalf("configs/saga-supervisor.service has exposure %.1f, above %.1f; the costliest settings:\n%s", score, maxUnitExposure, b.String())
+}

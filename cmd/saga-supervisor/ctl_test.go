@@ -19,7 +19,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-const ctlTestToken = "operator-token"
+const ctlTestToken = "operator-token-0123456789abcdef-test"
 
 // ctlDaemon is a supervisor on the embedded default config (the sim arm)
 // with an in-process broker and its MQTT transport, in temporary

@@ -97,7 +97,7 @@ func (s *syncBuffer) String() string {
 func writeDaemonConfig(t *testing.T, dir, broker, httpAddr string) string {
 	t.Helper()
 	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte("operator-secret\n"), 0o600)
+	os.WriteFile(token, []byte("operator-secret-0123456789abcdef-daemon\n"), 0o600)
 	text := strings.NewReplacer(
 		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(dir, "journal"),
 		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),

@@ -32,7 +32,7 @@ import (
 // and events topics, and readers of the sim world file and the journal.
 
 const (
-	hostileToken = "operator-secret"
+	hostileToken = "operator-secret-0123456789abcdef-hostile"
 	// hostileMaxSagaCommands is unwind.max_saga_commands in the test
 	// config: small, so that SAGA_FULL is cheap to reach and a flooder's
 	// saga (whose report a halt publishes) stays well under 64 KiB.
@@ -215,6 +215,10 @@ func (h *hostile) do(method, path, token string, body []byte) (int, []byte, erro
 	req, err := http.NewRequest(method, "http://"+h.d.http+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
+	}
+	if method == http.MethodPost {
+		// The supervisor refuses a POST without it (a cross-site form post).
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -99,7 +99,8 @@ func OpenWorld(path string, opts ...Option) (*World, error) {
 	if path == "" {
 		return w, nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// 0600: the daemon's data is private to its user, like the journal.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("sim: open world: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 // Token is the operator reset token a started daemon accepts.
-const Token = "operator-token"
+const Token = "operator-token-0123456789abcdef-test"
 
 // Daemon is a running in-process supervisor with its broker and transport.
 type Daemon struct {

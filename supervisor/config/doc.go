@@ -40,8 +40,10 @@
 // password_file and reset_token_file are read at load (one line; the
 // trailing newline is trimmed). A secret file must be a regular file that
 // group and others cannot access (mode 0600 or 0400, as systemd services
-// keep credentials); anything else is refused. Secrets are held as Secret,
-// which prints as "[redacted]".
+// keep credentials); anything else is refused. The reset token must be at
+// least MinResetTokenLen (32) bytes, without spaces or control characters.
+// mqtt.tls.key_file is mode-checked the same way (the transport reads it).
+// Secrets are held as Secret, which prints as "[redacted]".
 //
 // Relative paths (journal.dir, sim.world, secret files) are relative to the
 // process's working directory, not to the config file, so the embedded

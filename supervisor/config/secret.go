@@ -83,6 +83,15 @@ func readSecret(path string) (Secret, error) {
 	return Secret(s), nil
 }
 
+// checkSecretFile checks a secret file's type and mode without opening it.
+func checkSecretFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return checkSecretMode(path, st)
+}
+
 // checkSecretMode refuses anything but a regular file private to its owner.
 func checkSecretMode(path string, st os.FileInfo) error {
 	if !st.Mode().IsRegular() {

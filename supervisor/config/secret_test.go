@@ -12,6 +12,9 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
+// longToken is a reset token of the minimum length and more.
+const longToken = "s3cret-token-0123456789abcdef-0123456789"
+
 // writeFile writes content at mode exactly (umask would otherwise change it).
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	t.Helper()
@@ -41,7 +44,7 @@ func TestSecretFiles(t *testing.T) {
 	dir := t.TempDir()
 	pass, token := filepath.Join(dir, "mqtt.pass"), filepath.Join(dir, "reset.token")
 	writeFile(t, pass, "hunter2\n", 0o600)
-	writeFile(t, token, "s3cret-token\r\n", 0o400)
+	writeFile(t, token, longToken+"\r\n", 0o400)
 	cfgPath := filepath.Join(dir, "arm.yaml")
 	writeFile(t, cfgPath, withSecrets(pass, token), 0o644)
 
@@ -52,7 +55,7 @@ func TestSecretFiles(t *testing.T) {
 	if got := c.MQTT.Password.Reveal(); got != "hunter2" {
 		t.Errorf("password %q", got)
 	}
-	if got := c.HTTP.ResetToken.Reveal(); got != "s3cret-token" {
+	if got := c.HTTP.ResetToken.Reveal(); got != longToken {
 		t.Errorf("reset token %q", got)
 	}
 	if w := c.Warnings(); len(w) != 0 {
@@ -72,7 +75,7 @@ func TestSecretFiles(t *testing.T) {
 func TestSecretFileRefused(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	writeFile(t, good, "x\n", 0o600)
+	writeFile(t, good, longToken+"\n", 0o600)
 	mk := func(name, content string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
 		writeFile(t, p, content, mode)
@@ -125,7 +128,7 @@ func TestLoadInlineSecretInOpenFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "arm.yaml")
 	writeFile(t, p, `device: arm1
 http:
-  reset_token: inline
+  reset_token: inline-0123456789abcdef0123456789abcdef
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `, 0o644)
@@ -153,5 +156,86 @@ func TestLoadErrors(t *testing.T) {
 	writeFile(t, bad, "device: arm1\nactuators: {}\n", 0o644)
 	if _, err := config.Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":2:1: actuators: ") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// A reset token shorter than 32 bytes, or one with a space or control
+// character, is refused, inline or in its file, at the line that names it.
+func TestResetTokenRefused(t *testing.T) {
+	dir := t.TempDir()
+	pass := filepath.Join(dir, "pass")
+	writeFile(t, pass, "hunter2\n", 0o600)
+	for _, tc := range []struct {
+		name, token, want string
+	}{
+		{"short", "s3cret-token", "the reset token is 12 bytes: it must be at least 32"},
+		{"31 bytes", strings.Repeat("x", 31), "the reset token is 31 bytes: it must be at least 32"},
+		{"a space", strings.Repeat("x", 20) + " " + strings.Repeat("y", 20), "must not hold spaces or control characters"},
+	} {
+		t.Run(tc.name+" in a file", func(t *testing.T) {
+			token := filepath.Join(dir, "token")
+			writeFile(t, token, tc.token+"\n", 0o600)
+			_, err := config.Parse([]byte(withSecrets(pass, token)), "arm.yaml")
+			// reset_token_file is on line 7 of withSecrets' config.
+			if err == nil || !strings.HasPrefix(err.Error(), "arm.yaml:7:21: http.reset_token_file: "+token+": ") ||
+				!strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant arm.yaml:7:21: http.reset_token_file: ... %s", err, tc.want)
+			}
+		})
+		t.Run(tc.name+" inline", func(t *testing.T) {
+			cfg := fmt.Sprintf("device: arm1\nhttp:\n  reset_token: %q\nactuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n", tc.token)
+			_, err := config.Parse([]byte(cfg), "arm.yaml")
+			if err == nil || !strings.HasPrefix(err.Error(), "arm.yaml:3:16: http.reset_token: ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant arm.yaml:3:16: http.reset_token: ... %s", err, tc.want)
+			}
+		})
+	}
+	// 32 bytes exactly is enough.
+	token := filepath.Join(dir, "token32")
+	writeFile(t, token, strings.Repeat("k", 32)+"\n", 0o600)
+	if _, err := config.Parse([]byte(withSecrets(pass, token)), "arm.yaml"); err != nil {
+		t.Errorf("a 32-byte token: %v", err)
+	}
+}
+
+// The TLS client key is checked like the other secrets: a key group or
+// others may read is refused, at its line; a private one is accepted.
+func TestTLSKeyFileMode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(key string) []byte {
+		return fmt.Appendf(nil, `device: arm1
+mqtt:
+  broker: ssl://broker.local:8883
+  tls:
+    cert_file: /etc/saga/client.crt
+    key_file: %q
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, key)
+	}
+	for _, tc := range []struct {
+		mode os.FileMode
+		want string // "" accepted
+	}{
+		{0o600, ""},
+		{0o400, ""},
+		{0o640, "has mode 0640: a secret must not be accessible to group or others"},
+		{0o644, "has mode 0644: a secret must not be accessible to group or others"},
+		{0o604, "has mode 0604"},
+	} {
+		key := filepath.Join(dir, fmt.Sprintf("client-%o.key", tc.mode))
+		writeFile(t, key, "-----BEGIN PRIVATE KEY-----\n", tc.mode)
+		_, err := config.Parse(cfg(key), "arm.yaml")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("mode %04o refused: %v", tc.mode, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), "arm.yaml:6:15: mqtt.tls.key_file: "+key) ||
+			!strings.Contains(err.Error(), tc.want)):
+			t.Errorf("mode %04o: got %v, want arm.yaml:6:15: mqtt.tls.key_file: ... %s", tc.mode, err, tc.want)
+		}
+	}
+	if _, err := config.Parse(cfg(filepath.Join(dir, "missing.key")), "arm.yaml"); err == nil ||
+		!strings.Contains(err.Error(), "mqtt.tls.key_file: stat ") {
+		t.Errorf("missing key: %v", err)
 	}
 }

@@ -601,6 +601,29 @@ func (d *decoder) validateHTTP(h HTTP) {
 		}
 	}
 	d.validateSecret("http.reset_token", h.ResetToken, "http.reset_token_file", h.ResetTokenFile)
+	if h.ResetToken != "" && h.ResetTokenFile == "" && d.ok("http.reset_token") {
+		if err := checkResetToken(h.ResetToken); err != nil {
+			d.errorf("http.reset_token", "%v", err)
+		}
+	}
+}
+
+// MinResetTokenLen is the shortest operator token accepted: 32 bytes, so
+// that guessing it is hopeless even without the HTTP rate limit (over MQTT
+// an agent's request rate is the only limit).
+const MinResetTokenLen = 32
+
+// checkResetToken refuses a token too short to resist guessing, or one an
+// "Authorization: Bearer <token>" header cannot carry as it is.
+func checkResetToken(s Secret) error {
+	t := s.Reveal()
+	if len(t) < MinResetTokenLen {
+		return fmt.Errorf("the reset token is %d bytes: it must be at least %d (e.g. openssl rand -hex 32)", len(t), MinResetTokenLen)
+	}
+	if strings.IndexFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return fmt.Errorf("the reset token must not hold spaces or control characters (HTTP carries it as Authorization: Bearer <token>)")
+	}
+	return nil
 }
 
 // validateSecret checks an inline secret against its file alternative.
@@ -631,11 +654,23 @@ func (d *decoder) readSecrets(c *Config) {
 			continue
 		}
 		v, err := readSecret(s.file)
+		if err == nil && s.into == &c.HTTP.ResetToken {
+			if err = checkResetToken(v); err != nil {
+				err = fmt.Errorf("%s: %w", s.file, err)
+			}
+		}
 		if err != nil {
 			d.errorf(s.path, "%v", err)
 			continue
 		}
 		*s.into = v
+	}
+	// The TLS client key is a secret too: refused if group or others may
+	// read it. Only its mode is checked here; the MQTT transport loads it.
+	if k := c.MQTT.TLS.KeyFile; k != "" && !c.MQTT.Embedded() && c.MQTT.UsesTLS() && d.ok("mqtt.tls.key_file") {
+		if err := checkSecretFile(k); err != nil {
+			d.errorf("mqtt.tls.key_file", "%v", err)
+		}
 	}
 }
 
