@@ -139,8 +139,11 @@ func TestMosquittoConfigLoads(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "passwd"), nil, 0o600)
 	// Port 0 makes mosquitto listen on a unix socket at the given path: in
 	// the temporary directory, not in the package's source directory.
-	text := strings.NewReplacer("/etc/mosquitto/passwd", filepath.Join(dir, "passwd"), "/etc/mosquitto/saga.acl", filepath.Join(dir, "saga.acl"),
-		"listener 1883 127.0.0.1", "listener 0 "+filepath.Join(dir, "mosquitto.sock"), "persistence true", "persistence false").Replace(string(conf))
+	text := strings.NewReplacer(shippedMosquittoDir+"/passwd", filepath.Join(dir, "passwd"), shippedMosquittoDir+"/saga.acl", filepath.Join(dir, "saga.acl"),
+		"listener 1883 127.0.0.1", "listener 0 "+filepath.Join(dir, "mosquitto.sock")).Replace(string(conf))
+	if text == string(conf) || !strings.Contains(text, filepath.Join(dir, "passwd")) {
+		t.Fatal("configs/mosquitto.conf no longer names the files this test replaces")
+	}
 	if os.Getuid() == 0 {
 		// As root, mosquitto drops to its own user, who cannot read the
 		// test's private temporary directory.

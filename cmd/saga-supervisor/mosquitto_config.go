@@ -36,8 +36,13 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	}
 	cfg := config.Default()
 	if *cfgPath != "" {
-		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
+		// The layout only: the supervisor's password file may not exist
+		// yet — this command writes it.
+		data, err := os.ReadFile(*cfgPath)
+		if err != nil {
+			return exitWith(2, "%v", err)
+		}
+		if cfg, err = config.ParseLayout(data, *cfgPath); err != nil {
 			return exitWith(1, "%v", err)
 		}
 	}

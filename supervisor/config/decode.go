@@ -103,6 +103,20 @@ func Parse(data []byte, name string) (*Config, error) {
 	return c, nil
 }
 
+// ParseLayout parses a config as Parse does but reads none of the files it
+// names (secrets, keys): for tools that derive something from the layout —
+// the mosquitto password file and ACL — before those files exist. The
+// secrets of the result are empty.
+func ParseLayout(data []byte, name string) (*Config, error) {
+	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, noSecrets: true}
+	c := d.parse(data)
+	if len(d.errs) > 0 {
+		return nil, d.joined()
+	}
+	c.file, c.at = name, d.at
+	return c, nil
+}
+
 // place is where a value is written in the file.
 type place struct{ line, col int }
 
@@ -117,6 +131,8 @@ type decoder struct {
 	at    map[string]place // dotted path → where its value (or, for a mapping, its key) is
 	bad   map[string]bool  // paths whose value did not decode: later checks skip them
 	mcus  map[string]MCU   // the config's boards, for checks of sections that name one
+	// noSecrets: read none of the files the config names (ParseLayout).
+	noSecrets bool
 }
 
 func (d *decoder) parse(data []byte) *Config {
@@ -141,8 +157,10 @@ func (d *decoder) parse(data []byte) *Config {
 	d.value(root, reflect.ValueOf(c).Elem(), "")
 	d.complete(c)
 	d.validate(c)
-	d.readSecrets(c)
-	d.readApprovalKeys(c)
+	if !d.noSecrets {
+		d.readSecrets(c)
+		d.readApprovalKeys(c)
+	}
 	return c
 }
 
