@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,10 +95,12 @@ type Options struct {
 
 // Broker is a running in-process broker.
 type Broker struct {
-	srv  *mqtt.Server
-	ln   net.Listener
-	hook *guard
-	tls  bool
+	srv      *mqtt.Server
+	ln       net.Listener
+	hook     *guard
+	tls      bool
+	once     sync.Once
+	closeErr error
 }
 
 // Start listens on addr ("127.0.0.1:1883"; port 0 picks a free one) and
@@ -247,8 +250,12 @@ func (b *Broker) Stats() Stats {
 	return Stats{g.connects.Load(), g.publishes.Load(), g.subscribes.Load(), g.retained.Load()}
 }
 
-// Close stops the broker.
-func (b *Broker) Close() error { return b.srv.Close() }
+// Close stops the broker. Calling it again does nothing (mochi's own
+// Close panics the second time).
+func (b *Broker) Close() error {
+	b.once.Do(func() { b.closeErr = b.srv.Close() })
+	return b.closeErr
+}
 
 // guard is the mochi hook holding the broker to the password file and the
 // policy (both nil: allow all), and the retained store to its bound.

@@ -41,3 +41,14 @@ func TestBrokerRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Close twice is harmless (mochi's own Close panicked the second time, so a
+// deferred Close after an explicit one crashed the caller).
+func TestCloseTwice(t *testing.T) {
+	b, err := Start("127.0.0.1:0", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b.Close()
+}
