@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 	"io"
 	"log/slog"
 	"net/http"
@@ -76,6 +78,9 @@ func runRun(args []string, w io.Writer) error {
 	sup, err := supervisor.New(built.Options)
 	if err != nil {
 		return err
+	}
+	if emb != nil {
+		registerBrokerMetrics(sup.Registry(), emb.Broker)
 	}
 	rec := sup.Recovered()
 	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.Replayed, "recovered_sagas", len(rec.Reports), "took", rec.Took)
@@ -230,4 +235,22 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
 		login, topics.AgentCmd(agent), topics.Reply(agent), agent)
 	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
+}
+
+// registerBrokerMetrics exports what the embedded broker refused, so an
+// attack on the front door shows on the robot's dashboard:
+// saga_mqtt_refused_total{what="connect|publish|subscribe|retained"}.
+func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
+	for what, get := range map[string]func(embedded.Stats) int64{
+		"connect":   func(s embedded.Stats) int64 { return s.RefusedConnects },
+		"publish":   func(s embedded.Stats) int64 { return s.RefusedPublishes },
+		"subscribe": func(s embedded.Stats) int64 { return s.RefusedSubscribes },
+		"retained":  func(s embedded.Stats) int64 { return s.RefusedRetained },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "saga_mqtt_refused_total",
+			Help:        "What the embedded MQTT broker refused: connections (bad login, client id not the username), publishes, subscriptions and retained messages its ACL or bounds forbid.",
+			ConstLabels: prometheus.Labels{"what": what},
+		}, func() float64 { return float64(get(b.Stats())) }))
+	}
 }

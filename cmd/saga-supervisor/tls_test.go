@@ -89,9 +89,10 @@ func TestEmbeddedBrokerBeyondLoopbackNeedsTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	password := strings.TrimSpace(string(pw))
 	connect := func(url string, tc *tls.Config) error {
 		o := paho.NewClientOptions().AddBroker(url).SetClientID("planner").SetUsername("planner").
-			SetPassword(strings.TrimSpace(string(pw))).SetConnectTimeout(3 * time.Second)
+			SetPassword(password).SetConnectTimeout(3 * time.Second)
 		if tc != nil {
 			o.SetTLSConfig(tc)
 		}
@@ -112,4 +113,25 @@ func TestEmbeddedBrokerBeyondLoopbackNeedsTLS(t *testing.T) {
 	if err := connect(fmt.Sprintf("ssl://127.0.0.1:%d", port), &tls.Config{RootCAs: x509.NewCertPool()}); err == nil {
 		t.Error("a client that does not trust the certificate got in")
 	}
+	// A wrong password over TLS is refused, and counted where an operator
+	// looks.
+	password = "guess"
+	if err := connect(fmt.Sprintf("ssl://127.0.0.1:%d", port), &tls.Config{RootCAs: pool}); err == nil {
+		t.Error("a wrong password got in")
+	}
+	// (paho tries MQTT 3.1.1, then 3.1: one or two refusals.)
+	if _, body := d.get("/metrics"); !strings.Contains(body, `saga_mqtt_refused_total{what="connect"} 1`) &&
+		!strings.Contains(body, `saga_mqtt_refused_total{what="connect"} 2`) {
+		t.Errorf("the refused login is not in /metrics:\n%s", grepLines(body, "saga_mqtt_refused"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
