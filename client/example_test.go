@@ -18,9 +18,12 @@ func Example() {
 	ctx := context.Background()
 	c, err := client.Dial(ctx, client.Options{
 		Broker: "tcp://127.0.0.1:1883",
-		Agent:  "planner",
+		Agent:  "planner", // also its MQTT username and client id
 		Device: "arm1",
-		TTL:    2 * time.Second, // heartbeats every 500ms, in the background
+		// The password `saga-supervisor run` generated for planner on its
+		// first start (the embedded broker lets in only known logins).
+		PasswordFile: "saga-data/mqtt/credentials/planner",
+		TTL:          2 * time.Second, // heartbeats every 500ms, in the background
 	})
 	if err != nil {
 		log.Fatal(err)
