@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,8 +77,6 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 		pol.Supervisor, filepath.Join(creds, pol.Supervisor))
 	if cfg.MQTT.Embedded() {
 		fmt.Fprintf(w, "    broker: tcp://%s   (instead of embedded)\n", *listen)
-	} else if cfg.MQTT.Username != "" && cfg.MQTT.Username != pol.Supervisor {
-		return errors.New("unreachable: the policy's supervisor is mqtt.username")
 	}
 	return nil
 }
