@@ -227,6 +227,13 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		h.refuseReset(w, http.StatusUnsupportedMediaType, err)
 		return
 	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !isLoopback(la) {
+		// Plain HTTP on an address other machines reach: the token would
+		// cross the network in clear, for anyone on the path to read.
+		h.refuseReset(w, http.StatusForbidden, &api.Error{Code: api.CodeForbidden,
+			Message: "reset refused: over plain HTTP the token is taken only on a loopback address (this machine: saga-supervisor ctl reset)"})
+		return
+	}
 	host := clientHost(r)
 	at, ok, retry := h.limit.begin(host)
 	if !ok {
@@ -344,6 +351,15 @@ func bearerToken(r *http.Request) (token string, ok bool) {
 }
 
 // clientHost is the peer's address without its port, for the journal.
+// isLoopback reports whether a connection's local address is a loopback
+// one, which only this machine can reach.
+func isLoopback(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return a.Network() == "unix"
+}
+
 func clientHost(r *http.Request) string {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host

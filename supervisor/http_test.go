@@ -1,12 +1,13 @@
 package supervisor_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -578,5 +580,35 @@ func TestDataFilesArePrivate(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("not created: %v", err)
 		}
+	}
+}
+
+// A reset that reached the HTTP server on an address other machines can
+// reach (http.listen beyond loopback) is refused: over plain HTTP its token
+// would cross the network in clear. Halt still works there.
+func TestHTTPResetOnlyOnLoopback(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	h := sup.HTTPHandler()
+	post := func(path string, local net.Addr) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, nil)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, local))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	lan := &net.TCPAddr{IP: net.ParseIP("192.168.1.5"), Port: 8080}
+	if rec := post("/api/v1/halt", lan); rec.Code != http.StatusOK {
+		t.Fatalf("halt over the LAN address: %d %s", rec.Code, rec.Body)
+	}
+	if rec := post("/api/v1/reset", lan); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "FORBIDDEN") {
+		t.Fatalf("reset over the LAN address: %d %s", rec.Code, rec.Body)
+	}
+	if h, _ := sup.Engine().Halted(); !h {
+		t.Fatal("a refused reset cleared the halt")
+	}
+	if rec := post("/api/v1/reset", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}); rec.Code != http.StatusOK {
+		t.Fatalf("reset on loopback: %d %s", rec.Code, rec.Body)
 	}
 }
