@@ -16,6 +16,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
@@ -197,6 +198,9 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	c.mc = paho.NewClient(co)
 	if err := wait(ctx, c.mc.Connect()); err != nil {
 		c.mc.Disconnect(0)
+		if errors.Is(err, packets.ErrorRefusedNotAuthorised) || errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword) {
+			return nil, fmt.Errorf("client: connect %s as %q: %w (%v)", opt.Broker, opt.Username, ErrLoginRefused, err)
+		}
 		return nil, fmt.Errorf("client: connect %s: %w", opt.Broker, err)
 	}
 	// Subscribe to the replies before the first request.

@@ -31,6 +31,10 @@ var (
 	ErrNotReady = errors.New("client: supervisor not ready")
 	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
 	ErrUnauthorized = errors.New("client: unauthorized")
+	// ErrLoginRefused: the broker refused the connection's login: no or a
+	// wrong password, a user it does not know, or (the embedded broker) a
+	// client id other than the username. Dial wraps it.
+	ErrLoginRefused = errors.New("client: the broker refused the login")
 	// ErrForbidden: the supervisor's configuration does not let this agent
 	// do this (FORBIDDEN): an op or actuator agents.allow does not give
 	// it, or a reset over MQTT while that is off. Nothing moved; do not

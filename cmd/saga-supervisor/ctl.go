@@ -442,6 +442,9 @@ func (o *ctlOut) printJSON(v any) {
 // fail turns an error into the exit status: 1 with the code and message of
 // a refusal or failure (also printed as JSON with --json).
 func (o *ctlOut) fail(what string, err error) error {
+	if errors.Is(err, client.ErrLoginRefused) {
+		err = fmt.Errorf("%w\n  log in as an agent the supervisor knows: --agent NAME with --password-file FILE, or run ctl where the\n  supervisor runs, which reads the password it generated from --credentials (default ./saga-data/mqtt/credentials/<agent>)", err)
+	}
 	if o.json {
 		j := map[string]any{"ok": false, "op": what, "error": err.Error()}
 		var ce *client.Error
