@@ -59,7 +59,7 @@ func TestSecurity(t *testing.T) {
 }
 
 const (
-	secToken = "operator-secret-0123456789abcdef-security"
+	secToken = hostileToken // what httpReset sends
 	secSup   = "saga-supervisor-arm1"
 	secDev   = "arm1"
 	secTTL   = time.Minute
@@ -123,6 +123,9 @@ func mosquittoPasswd(t *testing.T, file string, create bool, user, pass string) 
 	}
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_passwd %v: %v\n%s", args, err, out)
+	}
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 
