@@ -500,7 +500,7 @@ func (s *secure) spy(t *testing.T, filter string) {
 		granted = fmt.Sprintf("%#x", st.Result()[filter])
 	}
 	t.Logf("mallory subscribed %s: granted %s, err %v", filter, granted, tok.Error())
-	defer s.mallory.c.Unsubscribe(filter).WaitTimeout(5 * time.Second)
+	defer func() { s.mallory.c.Unsubscribe(filter).WaitTimeout(5 * time.Second) }()
 	lease, _ := s.planner.current()
 	s.planner.ok(t, "heartbeat", nil)
 	s.planner.ok(t, "status", nil)
@@ -510,6 +510,7 @@ func (s *secure) spy(t *testing.T, filter string) {
 		return topic == arm1.Reply("mallory") || topic == arm1.Status() || topic == arm1.Events() ||
 			strings.HasPrefix(topic, strings.TrimSuffix(arm1.State("x"), "x"))
 	}
+	t.Logf("mallory received %d messages on %s", len(log.all()), filter)
 	for _, m := range log.all() {
 		if !may(m.topic) {
 			t.Errorf("mallory, subscribed to %s, received %s: %.200s", filter, m.topic, m.payload)
