@@ -47,10 +47,20 @@ func startMosquitto(t *testing.T) string {
 // waits until it listens on port.
 func runMosquitto(t *testing.T, dir string, port int, conf string) string {
 	t.Helper()
-	mosq := needTool(t, "mosquitto", "mosquitto")
 	path := filepath.Join(dir, "mosquitto.conf")
 	os.WriteFile(path, []byte(conf), 0o600)
+	url, _ := runMosquittoConf(t, path, port)
+	return url
+}
+
+// runMosquittoConf starts Debian's mosquitto on the conf file at path and
+// waits until it listens on port; it returns the broker's URL and process.
+func runMosquittoConf(t *testing.T, path string, port int) (string, *exec.Cmd) {
+	t.Helper()
+	mosq := needTool(t, "mosquitto", "mosquitto")
 	cmd := exec.Command(mosq, "-c", path)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +73,12 @@ func runMosquitto(t *testing.T, dir string, port int, conf string) string {
 		}
 		return err == nil
 	})
-	return "tcp://" + addr
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("mosquitto's output (last 4 KiB):\n%s", lastBytes(out.String(), 4<<10))
+		}
+	})
+	return "tcp://" + addr, cmd
 }
 
 // daemonProc is the real binary running `run --config`.
@@ -270,75 +285,6 @@ func TestDaemonOverMosquitto(t *testing.T) {
 		t.Fatalf("SIGTERM exit: %v\n%s", err, d.out.String())
 	}
 	daemontest.WaitFor(t, "offline status after SIGTERM", 5*time.Second, func() bool { return watcher.SupervisorState() == api.StateOffline })
-}
-
-// startMosquittoACL runs a real broker with a password file and the ACL of
-// configs/mosquitto.acl; users maps broker logins to passwords.
-func startMosquittoACL(t *testing.T, users map[string]string) string {
-	t.Helper()
-	passwd := needTool(t, "mosquitto_passwd", "mosquitto")
-	dir := t.TempDir()
-	pwfile := filepath.Join(dir, "passwd")
-	first := true
-	for user, pw := range users {
-		args := []string{"-b", pwfile, user, pw}
-		if first {
-			args = append([]string{"-c"}, args...)
-			first = false
-		}
-		if out, err := exec.Command(passwd, args...).CombinedOutput(); err != nil {
-			t.Fatalf("mosquitto_passwd: %v\n%s", err, out)
-		}
-	}
-	acl, err := os.ReadFile("../../configs/mosquitto.acl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "saga.acl"), acl, 0o600)
-	port := freePort(t)
-	conf := fmt.Sprintf("per_listener_settings false\nlistener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\nacl_file %s\npersistence false\nset_tcp_nodelay true\n",
-		port, pwfile, filepath.Join(dir, "saga.acl"))
-	if os.Getuid() == 0 {
-		conf += "user root\n" // as root mosquitto would drop to a user who cannot read the test's files
-	}
-	return runMosquitto(t, dir, port, conf)
-}
-
-// With the shipped ACL, broker logins are bound to agent names: an agent
-// cannot publish on another's command topic or the shared one (the broker
-// drops it), and on its own topic it cannot name another agent (the
-// supervisor refuses it). The daemon logs in with a password file.
-func TestBrokerACLBindsAgents(t *testing.T) {
-	broker := startMosquittoACL(t, map[string]string{"saga-supervisor": "sup-secret", "planner": "p-secret", "mallory": "m-secret"})
-	dir := t.TempDir()
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
-	pw := filepath.Join(dir, "mqtt-password")
-	os.WriteFile(pw, []byte("sup-secret\n"), 0o600)
-	cfg, _ := os.ReadFile(d.cfgPath)
-	text := strings.NewReplacer(`  username: ""`, "  username: saga-supervisor", `  password_file: ""`, "  password_file: "+pw).Replace(string(cfg))
-	os.WriteFile(d.cfgPath, []byte(text), 0o600)
-	d.start()
-	defer func() { d.cmd.Process.Kill(); d.cmd.Wait() }()
-	d.waitReady()
-
-	planner := daemontest.NewAgentLogin(t, broker, arm1, "planner", "p-secret")
-	planner.Hello(60 * time.Second)
-	mallory := daemontest.NewAgentLogin(t, broker, arm1, "mallory", "m-secret")
-	bye := func() map[string]any {
-		return map[string]any{"agent": "planner", "op": "bye", "lease": planner.Lease, "epoch": planner.Epoch}
-	}
-	// On planner's topic and on the shared topic: the broker drops it.
-	for _, topic := range []string{arm1.AgentCmd("planner"), arm1.Cmd()} {
-		if r, ok := mallory.SendRaw(topic, false, bye(), 500*time.Millisecond); ok {
-			t.Fatalf("a request from mallory on %s was answered: %+v", topic, r)
-		}
-	}
-	// On its own topic, naming planner: the supervisor refuses it.
-	if r, ok := mallory.SendRaw(arm1.AgentCmd("mallory"), false, bye(), 5*time.Second); !ok || r.Code != "BAD_REQUEST" {
-		t.Fatalf("mallory speaking for planner on cmd/mallory: %+v (answered %v)", r, ok)
-	}
-	planner.Must(map[string]any{"op": "heartbeat"}) // planner still holds its lease
 }
 
 // mqttEcho measures the MQTT path alone, the floor under any command's

@@ -561,16 +561,42 @@ type hAgent struct {
 
 func pahoConnect(t *testing.T, broker, id string, will string) paho.Client {
 	t.Helper()
+	return pahoConnectAs(t, broker, id, hLogin{}, will)
+}
+
+// hLogin is a broker login; the zero value connects anonymously.
+type hLogin struct{ user, pass string }
+
+// pahoConnectAs is pahoConnect logging in as l.
+func pahoConnectAs(t *testing.T, broker, id string, l hLogin, will string) paho.Client {
+	t.Helper()
+	c, err := pahoTry(broker, id, l, will)
+	if err != nil {
+		t.Fatalf("%s: connect %s as %q: %v", id, broker, l.user, err)
+	}
+	return c
+}
+
+// pahoTry connects as l with client id id, returning the broker's refusal
+// instead of failing a test.
+func pahoTry(broker, id string, l hLogin, will string) (paho.Client, error) {
 	opts := paho.NewClientOptions().SetDialer(nodelay.Dialer(30 * time.Second)).AddBroker(broker).SetClientID(id).
-		SetCleanSession(true).SetAutoReconnect(false).SetWriteTimeout(10 * time.Second)
+		SetCleanSession(true).SetAutoReconnect(false).SetWriteTimeout(10 * time.Second).SetConnectRetry(false)
+	if l.user != "" {
+		opts.SetUsername(l.user).SetPassword(l.pass)
+	}
 	if will != "" {
 		opts.SetWill(will, "gone", 1, false)
 	}
 	c := paho.NewClient(opts)
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("%s: connect %s: %v", id, broker, tok.Error())
+	tok := c.Connect()
+	if !tok.WaitTimeout(10 * time.Second) {
+		return nil, fmt.Errorf("no CONNACK within 10 s")
 	}
-	return c
+	if tok.Error() != nil {
+		return nil, tok.Error()
+	}
+	return c, nil
 }
 
 func subscribe(t *testing.T, c paho.Client, topic string, h paho.MessageHandler) {
@@ -582,8 +608,18 @@ func subscribe(t *testing.T, c paho.Client, topic string, h paho.MessageHandler)
 
 func dialAgent(t *testing.T, broker string, topics mqtt.Topics, name string) *hAgent {
 	t.Helper()
+	return dialAgentAs(t, broker, topics, name, "")
+}
+
+// dialAgentAs is dialAgent logging in as name with password (none: anonymous).
+func dialAgentAs(t *testing.T, broker string, topics mqtt.Topics, name, password string) *hAgent {
+	t.Helper()
 	a := &hAgent{name: name, topics: topics, byID: map[string][]int{}, changed: make(chan struct{})}
-	a.c = pahoConnect(t, broker, name, topics.Will(name))
+	var l hLogin
+	if password != "" {
+		l = hLogin{name, password}
+	}
+	a.c = pahoConnectAs(t, broker, name, l, topics.Will(name))
 	t.Cleanup(func() { a.c.Disconnect(50) })
 	subscribe(t, a.c, topics.Reply(name), a.onReply)
 	return a
@@ -910,8 +946,14 @@ type hWatcher struct {
 
 func dialWatcher(t *testing.T, broker string, topics mqtt.Topics) *hWatcher {
 	t.Helper()
+	return dialWatcherAs(t, broker, topics, fmt.Sprintf("hostile-watcher-%d", time.Now().UnixNano()), hLogin{})
+}
+
+// dialWatcherAs is dialWatcher with client id id, logging in as l.
+func dialWatcherAs(t *testing.T, broker string, topics mqtt.Topics, id string, l hLogin) *hWatcher {
+	t.Helper()
 	w := &hWatcher{state: map[string]float64{}}
-	w.c = pahoConnect(t, broker, fmt.Sprintf("hostile-watcher-%d", time.Now().UnixNano()), "")
+	w.c = pahoConnectAs(t, broker, id, l, "")
 	t.Cleanup(func() { w.c.Disconnect(50) })
 	subscribe(t, w.c, topics.State("+"), func(_ paho.Client, m paho.Message) {
 		var st struct {
@@ -1076,7 +1118,14 @@ func impostor(broker, clientID string, retained map[string][]byte) error {
 // subscription.
 func retainedOn(t *testing.T, broker string, topics ...string) map[string][]byte {
 	t.Helper()
-	c := pahoConnect(t, broker, fmt.Sprintf("hostile-retained-%d", time.Now().UnixNano()), "")
+	return retainedOnAs(t, broker, fmt.Sprintf("hostile-retained-%d", time.Now().UnixNano()), hLogin{}, topics...)
+}
+
+// retainedOnAs is retainedOn with client id id, logging in as l. Each topic
+// must be a topic, not a filter: it waits for one retained message on each.
+func retainedOnAs(t *testing.T, broker, id string, l hLogin, topics ...string) map[string][]byte {
+	t.Helper()
+	c := pahoConnectAs(t, broker, id, l, "")
 	defer c.Disconnect(50)
 	var mu sync.Mutex
 	got := map[string][]byte{}
