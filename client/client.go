@@ -44,7 +44,9 @@ type Options struct {
 	Device string
 	// ClientID is the MQTT client id; default Agent. Two connections with
 	// one client id take the broker session from each other, as two
-	// controllers with one agent name take the lease from each other.
+	// controllers with one agent name take the lease from each other. The
+	// embedded broker accepts only Agent or Agent/<tag> (a watcher beside
+	// the controller: "planner/watch").
 	ClientID string
 	// Username defaults to Agent when a password is given: the embedded
 	// broker (and mosquitto with use_username_as_clientid) binds the

@@ -104,7 +104,7 @@ func (g *ctlFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.broker, "broker", g.broker, "the broker's URL (tcp://, ssl://, ws://, wss://)")
 	fs.StringVar(&g.device, "device", g.device, "the robot's device name (the topic level after the prefix)")
 	fs.StringVar(&g.prefix, "prefix", g.prefix, "the topic prefix")
-	fs.StringVar(&g.agent, "agent", g.agent, "the agent name this command acts as (also its MQTT client id)")
+	fs.StringVar(&g.agent, "agent", g.agent, "the agent name this command acts as (also its MQTT username; its client id is <agent>/<pid>)")
 	fs.BoolVar(&g.asJSON, "json", g.asJSON, "print JSON instead of text")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the broker and for each reply")
 	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga; 0: the supervisor's default); approve: how long the approval is valid (0: 30s)")
@@ -320,8 +320,12 @@ func runCtl(args []string, w io.Writer) error {
 
 // options turns the flags into client options (reading the secret files).
 func (g *ctlFlags) options() (client.Options, error) {
-	opt := client.Options{Broker: g.broker, Agent: g.agent, Prefix: g.prefix, Device: g.device,
-		Username: g.username, Timeout: g.timeout, TTL: g.ttl}
+	// A client id of the agent's own (agent/<pid>), so that two ctl
+	// commands at once — a watch and a run-saga — do not take each other's
+	// session (mosquitto with use_username_as_clientid makes it the
+	// username whatever is sent).
+	opt := client.Options{Broker: g.broker, Agent: g.agent, ClientID: g.agent + "/" + strconv.Itoa(os.Getpid()),
+		Prefix: g.prefix, Device: g.device, Username: g.username, Timeout: g.timeout, TTL: g.ttl}
 	if err := api.ValidName(g.agent); err != nil {
 		return opt, fmt.Errorf("--agent %q: %w", g.agent, err)
 	}

@@ -225,12 +225,13 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 		if slices.Contains(names, "ctl") {
 			agent = "ctl"
 		}
-		// The client id must be the username: -i.
+		// The client id must be the username (or username/<tag>): -i.
 		login = fmt.Sprintf(" -u %s -i %s -P \"$(cat %s/%s)\"", agent, agent, emb.CredentialsDir, agent)
-		fmt.Fprintf(w, "Agents allowed (agents.allow): %s. Each logs in as its own name, client id = name.\n", strings.Join(names, ", "))
+		fmt.Fprintf(w, "Agents allowed (agents.allow): %s. Each logs in as its own name, client id <name> or <name>/<tag>.\n", strings.Join(names, ", "))
 	}
-	// One connection that asks and waits for the answer (a login has one
-	// connection at a time: its client id is its name).
+	// One connection that asks and waits for the answer (it works on
+	// mosquitto too, where use_username_as_clientid allows one connection
+	// a login).
 	fmt.Fprintf(w, "Send a first command (with mosquitto-clients):\n")
 	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
 		login, topics.AgentCmd(agent), topics.Reply(agent), agent)

@@ -140,13 +140,17 @@ func (p *Policy) Role(user string) Role {
 }
 
 // Connect reports whether user may connect with clientID (after its
-// password was checked): the user must have a role, and clientID must equal
-// user. The error wraps ErrUnknownUser or ErrClientID and names both.
+// password was checked): the user must have a role, and clientID must be
+// user or user/<anything>. A username cannot hold '/', so a user's client
+// ids are its own — no one can take over another's session, the
+// supervisor's included — while one agent may hold several connections
+// (a controller and a watcher, "planner" and "planner/watch"). The error
+// wraps ErrUnknownUser or ErrClientID and names both.
 func (p *Policy) Connect(user, clientID string) error {
 	if p.Role(user) == RoleNone {
 		return fmt.Errorf("mqtt user %q: %w", user, ErrUnknownUser)
 	}
-	if clientID != user {
+	if clientID != user && (!strings.HasPrefix(clientID, user+"/") || len(clientID) == len(user)+1) {
 		return fmt.Errorf("mqtt user %q with client id %q: %w", user, clientID, ErrClientID)
 	}
 	return nil

@@ -67,6 +67,12 @@ func TestConnect(t *testing.T) {
 		{sup, sup + "-estop", ErrClientID},     // even the supervisor
 		{"a/b", "a/b", ErrUnknownUser},         // not a valid name
 		{sup + "-other", sup + "-other", ErrUnknownUser},
+		{"a", "a/watch", nil},          // a second connection of its own
+		{"a", "a/", ErrClientID},       // an empty tag
+		{"a", sup + "/x", ErrClientID}, // under another's name
+		{"a", "b/a", ErrClientID},      //
+		{sup, sup + "/x", nil},         // the supervisor's own tag
+		{"a", "ab", ErrClientID},       // a longer name is another user's
 	} {
 		err := p.Connect(c.user, c.id)
 		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
