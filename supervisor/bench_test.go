@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
 )
 
@@ -17,7 +18,9 @@ import (
 // logged by TestDaemonOverMosquitto in cmd/saga-supervisor.
 func BenchmarkCommandReply(b *testing.B) {
 	dir := b.TempDir()
-	d := daemontest.Start(b, dir, nil)
+	// One agent sends back to back, faster than an agent's default rate
+	// (1000/s): the lane would refuse it RATE_LIMITED.
+	d := daemontest.Start(b, dir, func(c *config.Config) { c.Agents.Rate, c.Agents.Burst = 1e5, 1e5 })
 	a := daemontest.NewAgent(b, d.URL(), d.Topics, "bench")
 	a.Hello(60 * time.Second)
 	var saga uint64
