@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
-	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
 // BenchmarkCommandReply is a step's round trip over MQTT — agent → broker
