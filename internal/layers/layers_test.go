@@ -39,10 +39,29 @@ var rules = []rule{
 		forbid: []string{"api/...", "supervisor/...", "transport/...", "rollback/...", "recovery/...", "wal/...", "limits/...",
 			"actuators/...", "drivers/...", "client/...", "cmd/...", "internal/..."}},
 	{from: "limits/...", why: "limits does no I/O and knows nothing above it",
-		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "wal/...", "actuators/...", "drivers/..."}},
+		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "wal/...", "actuators/...", "drivers/...",
+			"std:os/...", "std:net/...", "std:io/...", "std:syscall", "std:log/...", "std:sync/..."}},
+	{from: "drivers/...", why: "a driver sets and reads outputs: it knows nothing of sagas, leases, the journal or the API",
+		forbid: []string{"rollback/...", "recovery/...", "wal/...", "limits/...", "supervisor/...", "api/...", "transport/...", "client/...", "cmd/..."}},
+	{from: "actuators/...", why: "the driver interface sits under the engine, not beside it",
+		forbid: []string{"rollback/...", "recovery/...", "wal/...", "supervisor/...", "api/...", "transport/...", "drivers/..."}},
+	{from: "wal/...", why: "the journal is pure storage: no clock of the engine, no network",
+		forbid: []string{"std:net/...", "drivers/...", "recovery/...", "cmd/..."}},
 }
 
+// match reports whether import path path matches pattern: a path of this
+// module ("rollback/..."), another module's ("github.com/x/..."), or the
+// standard library's ("std:os/...", "std:syscall").
 func match(pattern, path string) bool {
+	if std, ok := strings.CutPrefix(pattern, "std:"); ok {
+		if strings.Contains(strings.SplitN(path, "/", 2)[0], ".") {
+			return false // not the standard library
+		}
+		if tree, ok := strings.CutSuffix(std, "/..."); ok {
+			return path == tree || strings.HasPrefix(path, tree+"/")
+		}
+		return path == std
+	}
 	if !strings.Contains(pattern, ".") || !strings.Contains(strings.SplitN(pattern, "/", 2)[0], ".") {
 		pattern = module + "/" + pattern
 	}
@@ -129,7 +148,9 @@ func TestImportRules(t *testing.T) {
 func TestRulesCatchAViolation(t *testing.T) {
 	if !match("transport/...", module+"/transport/mqtt") || !match("transport/...", module+"/transport") ||
 		match("transport/...", module+"/transporter") || !match("github.com/mochi-mqtt/...", "github.com/mochi-mqtt/server/v2") ||
-		!match("drivers/mqtt", module+"/drivers/mqtt") || match("drivers/mqtt", module+"/drivers/mqtt/x") {
+		!match("drivers/mqtt", module+"/drivers/mqtt") || match("drivers/mqtt", module+"/drivers/mqtt/x") ||
+		!match("std:os/...", "os") || !match("std:os/...", "os/exec") || match("std:os/...", "osx") ||
+		match("std:net/...", "golang.org/x/net/http2") || !match("std:syscall", "syscall") {
 		t.Fatal("pattern matching is wrong")
 	}
 }
