@@ -570,12 +570,10 @@ func (l *Link) onFrameLocked(f Frame, now time.Time) {
 	var endCause *Error
 	switch f.Type {
 	case TypeNak:
-		var n Nak
-		if n.UnmarshalBinary(f.Payload) != nil {
-			l.stats.Malformed++
+		n, ok := l.nakLocked(f)
+		if !ok {
 			return
 		}
-		l.stats.Naks++
 		if n.Code == NakNoSession {
 			endCause = errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: the MCU has no session (it restarted, or its watchdog fired)", l.cfg.Name)
 		}
@@ -602,6 +600,18 @@ func (l *Link) onFrameLocked(f Frame, now time.Time) {
 	}
 }
 
+// nakLocked decodes a NAK frame and counts it; false (counted malformed)
+// when its payload is not a NAK.
+func (l *Link) nakLocked(f Frame) (Nak, bool) {
+	var n Nak
+	if n.UnmarshalBinary(f.Payload) != nil {
+		l.stats.Malformed++
+		return n, false
+	}
+	l.stats.Naks++
+	return n, true
+}
+
 func (l *Link) setFaultsLocked(f Faults) {
 	if f != l.faults {
 		l.log.Warn("MCU fault flags changed", "faults", f.String())
@@ -623,12 +633,10 @@ func (l *Link) onHelloReplyLocked(f Frame, now time.Time) {
 			return
 		}
 	case TypeNak:
-		var n Nak
-		if n.UnmarshalBinary(f.Payload) != nil {
-			l.stats.Malformed++
+		n, ok := l.nakLocked(f)
+		if !ok {
 			return
 		}
-		l.stats.Naks++
 		if n.Code == NakVersion {
 			l.refuseHandshakeLocked(errorf(CodeVersion, actuators.ErrLinkLost, "%s: the MCU speaks protocol version %d, this host %d", l.cfg.Name, n.Detail, ProtocolVersion), now)
 		} else {
