@@ -52,6 +52,8 @@ type INA219 struct {
 // ID register, so this is how a missing or different chip is noticed.
 func NewINA219(c conn.Conn, cfg INA219Config) (*INA219, error) {
 	d := &INA219{dev: dev{name: "INA219", c: c, shuntOhms: cfg.ShuntOhms}}
+	d.bus = d.busLocked
+	d.shunt = func(raw uint16) (float64, error) { return decodeShunt219(raw, d.pga) }
 	if err := checkShunt(d.name, cfg.ShuntOhms); err != nil {
 		return nil, err
 	}
@@ -155,44 +157,4 @@ func (d *INA219) busLocked() (float64, time.Time, error) {
 		return 0, time.Time{}, err
 	}
 	return v, now, nil
-}
-
-// Volts reads the bus voltage and returns it with the time it was read. It
-// is the supervisor's VoltSource.
-func (d *INA219) Volts() (float64, time.Time, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.busLocked()
-}
-
-// Read reads the bus and shunt voltages, and the current if a shunt
-// resistance is configured.
-func (d *INA219) Read() (Reading, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	bus, at, err := d.busLocked()
-	if err != nil {
-		return Reading{}, err
-	}
-	raw, err := d.read(regShunt)
-	if err != nil {
-		return Reading{}, err
-	}
-	shunt, err := decodeShunt219(raw, d.pga)
-	if err != nil {
-		return Reading{}, fmt.Errorf("ina2xx: %s: %w", d, err)
-	}
-	return Reading{BusVolts: bus, ShuntVolts: shunt, Amps: d.amps(shunt), At: at}, nil
-}
-
-// Amps reads the current through the shunt.
-func (d *INA219) Amps() (float64, time.Time, error) {
-	if d.shuntOhms == 0 {
-		return 0, time.Time{}, fmt.Errorf("ina2xx: %s: %w", d, ErrNoShunt)
-	}
-	r, err := d.Read()
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	return r.Amps, r.At, nil
 }

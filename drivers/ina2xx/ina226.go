@@ -60,6 +60,7 @@ type INA226 struct {
 // revision of the INA226 is accepted.
 func NewINA226(c conn.Conn, cfg INA226Config) (*INA226, error) {
 	d := &INA226{dev: dev{name: "INA226", c: c, shuntOhms: cfg.ShuntOhms}}
+	d.bus, d.shunt = d.busLocked, decodeShunt226
 	if err := checkShunt(d.name, cfg.ShuntOhms); err != nil {
 		return nil, err
 	}
@@ -176,44 +177,4 @@ func (d *INA226) busLocked() (float64, time.Time, error) {
 		return 0, time.Time{}, err
 	}
 	return v, now, nil
-}
-
-// Volts reads the bus voltage and returns it with the time it was read. It
-// is the supervisor's VoltSource.
-func (d *INA226) Volts() (float64, time.Time, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.busLocked()
-}
-
-// Read reads the bus and shunt voltages, and the current if a shunt
-// resistance is configured.
-func (d *INA226) Read() (Reading, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	bus, at, err := d.busLocked()
-	if err != nil {
-		return Reading{}, err
-	}
-	raw, err := d.read(regShunt)
-	if err != nil {
-		return Reading{}, err
-	}
-	shunt, err := decodeShunt226(raw)
-	if err != nil {
-		return Reading{}, fmt.Errorf("ina2xx: %s: %w", d, err)
-	}
-	return Reading{BusVolts: bus, ShuntVolts: shunt, Amps: d.amps(shunt), At: at}, nil
-}
-
-// Amps reads the current through the shunt.
-func (d *INA226) Amps() (float64, time.Time, error) {
-	if d.shuntOhms == 0 {
-		return 0, time.Time{}, fmt.Errorf("ina2xx: %s: %w", d, ErrNoShunt)
-	}
-	r, err := d.Read()
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	return r.Amps, r.At, nil
 }

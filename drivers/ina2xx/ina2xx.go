@@ -61,10 +61,55 @@ type dev struct {
 	shuntOhms  float64
 	staleAfter time.Duration
 
+	// bus reads the bus voltage (with d.mu held) and shunt decodes the
+	// shunt register: what differs between the chips.
+	bus   func() (float64, time.Time, error)
+	shunt func(raw uint16) (float64, error)
+
 	mu sync.Mutex
 	// fresh is when a finished conversion was last seen (or the chip was
 	// configured, which restarts conversions).
 	fresh time.Time
+}
+
+// Volts reads the bus voltage and returns it with the time it was read. It
+// is the supervisor's VoltSource.
+func (d *dev) Volts() (float64, time.Time, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bus()
+}
+
+// Read reads the bus and shunt voltages, and the current if a shunt
+// resistance is configured.
+func (d *dev) Read() (Reading, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	bus, at, err := d.bus()
+	if err != nil {
+		return Reading{}, err
+	}
+	raw, err := d.read(regShunt)
+	if err != nil {
+		return Reading{}, err
+	}
+	shunt, err := d.shunt(raw)
+	if err != nil {
+		return Reading{}, fmt.Errorf("ina2xx: %s: %w", d, err)
+	}
+	return Reading{BusVolts: bus, ShuntVolts: shunt, Amps: d.amps(shunt), At: at}, nil
+}
+
+// Amps reads the current through the shunt.
+func (d *dev) Amps() (float64, time.Time, error) {
+	if d.shuntOhms == 0 {
+		return 0, time.Time{}, fmt.Errorf("ina2xx: %s: %w", d, ErrNoShunt)
+	}
+	r, err := d.Read()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return r.Amps, r.At, nil
 }
 
 func (d *dev) String() string { return d.name + " on " + d.c.String() }
