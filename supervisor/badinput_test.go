@@ -27,7 +27,7 @@ func newTestSupervisor(t *testing.T) (*Supervisor, *Built) {
 
 // newTestSupervisorWith builds a supervisor on the embedded default as
 // changed by edit.
-func newTestSupervisorWith(t *testing.T, edit func(*config.Config)) (*Supervisor, *Built) {
+func newTestSupervisorWith(t *testing.T, edit func(*config.Config), opts ...func(*Options)) (*Supervisor, *Built) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -38,6 +38,9 @@ func newTestSupervisorWith(t *testing.T, edit func(*config.Config)) (*Supervisor
 	b, err := FromConfig(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(&b.Options)
 	}
 	s, err := New(b.Options)
 	if err != nil {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"slices"
 	"sync"
 	"testing"
@@ -36,9 +37,8 @@ func (p *recordingPublisher) take() []api.State {
 // watching an unwind sees it in unwind order (they went out in the
 // registry's order before).
 func TestStatesPublishedInUnwindOrder(t *testing.T) {
-	s, _ := newTestSupervisor(t)
 	pub := &recordingPublisher{}
-	s.SetPublisher(pub)
+	s, _ := newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Allow = nil }, func(o *Options) { o.Publisher = pub })
 	must := func(req api.Request) api.Reply {
 		t.Helper()
 		req.Agent = "planner"

@@ -57,6 +57,11 @@ type Options struct {
 	// Inputs are safety inputs (an e-stop, a controller board's link):
 	// each one not ready makes the supervisor not ready.
 	Inputs []Input
+	// Publisher carries events, retained states and the status to the
+	// controllers (the MQTT transport, built before the supervisor and
+	// connected after it: transport/mqtt.NewTransport). nil: nothing is
+	// published.
+	Publisher Publisher
 	// Ingress configures the per-agent lanes (queue, rate, caps).
 	Ingress ingress.Options
 	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
@@ -132,7 +137,7 @@ func New(opt Options) (*Supervisor, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(),
+	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(), pub: opt.Publisher,
 		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
@@ -212,15 +217,6 @@ func (s *Supervisor) Recovered() *recovery.Result { return s.rec }
 
 // Engine is the saga engine (for the CLI and tests).
 func (s *Supervisor) Engine() *rollback.Engine { return s.engine }
-
-// SetPublisher attaches the MQTT transport once it is up.
-func (s *Supervisor) SetPublisher(p Publisher) {
-	s.mu.Lock()
-	s.pub = p
-	s.published = map[string]float64{} // republish every retained state
-	s.mu.Unlock()
-	s.refresh()
-}
 
 func (s *Supervisor) now() time.Time {
 	if s.opt.Leases.Now != nil {

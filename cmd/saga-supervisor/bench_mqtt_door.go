@@ -268,17 +268,23 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 	if d.built, err = supervisor.FromConfig(cfg, nil); err != nil {
 		return nil, fmt.Errorf("building the supervisor: %w", err)
 	}
+	// As package daemon composes it — the transport built first, as the
+	// supervisor's Publisher, and started with it as its Handler — with
+	// the bench's taps in between.
+	d.tr, err = mqtt.NewTransport(mqtt.TransportOptions{Broker: d.url, ClientID: d.clientID + "-supervisor",
+		Topics: d.topics, MaxPayload: int(cfg.MQTT.MaxPayload), Logger: slog.New(d.trLog)})
+	if err != nil {
+		return nil, fmt.Errorf("the MQTT transport: %w", err)
+	}
+	d.pub = &benchPublisher{Transport: d.tr}
+	d.built.Options.Publisher = d.pub
 	if d.sup, err = supervisor.New(d.built.Options); err != nil {
 		return nil, fmt.Errorf("starting the supervisor: %w", err)
 	}
 	d.tap = &benchHaltTap{Supervisor: d.sup, at: map[string]time.Time{}}
-	d.tr, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: d.url, ClientID: d.clientID + "-supervisor",
-		Topics: d.topics, MaxPayload: int(cfg.MQTT.MaxPayload), Logger: slog.New(d.trLog)}, d.tap)
-	if err != nil {
+	if err = d.tr.Start(d.tap); err != nil {
 		return nil, fmt.Errorf("starting the MQTT transport: %w", err)
 	}
-	d.pub = &benchPublisher{Transport: d.tr}
-	d.sup.SetPublisher(d.pub)
 
 	// Ready as an agent sees it: the retained status.
 	w, err := d.agent("ready-probe")

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"io"
 	"os"
 	"os/exec"
@@ -15,9 +15,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
-	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
-	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // demoActV: the daemon's own composition (config, leases, MQTT API on an
@@ -31,35 +29,17 @@ func demoActV(w io.Writer, dir string) error {
 	cfg.Journal.Dir = filepath.Join(dir, "act5", "journal")
 	cfg.Sim.World = filepath.Join(dir, "act5", "world")
 	cfg.HTTP.Listen = ""
-	// The embedded broker as `run` starts it: locked, the controller
-	// logging in as planner with the password generated for it.
+	// The daemon as `run` starts it: the embedded broker locked, the
+	// controller logging in as planner with the password generated for it.
 	cfg.MQTT.Listen = "127.0.0.1:0"
 	cfg.MQTT.Auth.PasswordFile = filepath.Join(dir, "act5", "mqtt", "passwd")
 	cfg.MQTT.Auth.CredentialsDir = filepath.Join(dir, "act5", "mqtt", "credentials")
-	emb, err := brokerauth.StartEmbedded(cfg, nil)
+	d, err := daemon.Start(daemon.Options{Config: cfg})
 	if err != nil {
 		return err
 	}
-	broker := emb.Broker
-	defer broker.Close()
-	built, err := supervisor.FromConfig(cfg, nil)
-	if err != nil {
-		return err
-	}
-	defer built.Close()
-	sup, err := supervisor.New(built.Options)
-	if err != nil {
-		return err
-	}
-	defer sup.Close()
-	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: cfg.MQTT.ClientID,
-		Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
-		Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}}, sup)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	sup.SetPublisher(tr)
+	defer d.Close()
+	sup, broker := d.Sup, d.Broker.Broker
 
 	self, err := os.Executable()
 	if err != nil {
@@ -90,7 +70,7 @@ func demoActV(w io.Writer, dir string) error {
 	}
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world, mid-saga:")
-	fmt.Fprint(w, indent(built.World.Format()))
+	fmt.Fprint(w, indent(d.Built.World.Format()))
 	killed := time.Now()
 	child.Process.Signal(syscall.SIGKILL)
 	fmt.Fprintf(w, "  kill -9 %d\n", child.Process.Pid)
@@ -126,7 +106,7 @@ func demoActV(w io.Writer, dir string) error {
 	fmt.Fprintln(w, "(A controller that hangs instead of dying loses its lease when the 1 s TTL runs out.)")
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows the arm back where the controller found it:")
-	fmt.Fprint(w, indent(built.World.Format()))
+	fmt.Fprint(w, indent(d.Built.World.Format()))
 	return nil
 }
 

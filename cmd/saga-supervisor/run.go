@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -17,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
-	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
@@ -53,78 +48,26 @@ func runRun(args []string, w io.Writer) error {
 	}
 	lg.Info("starting", "version", version, "config", source, "device", cfg.Device)
 
-	// The embedded broker comes first: MQTT-attached actuators connect to
-	// it, and recovery (inside supervisor.New) may have to drive them back.
-	broker := cfg.MQTT.Broker
-	var emb *brokerauth.Started
-	if cfg.MQTT.Embedded() {
-		// Locked by the password file and the ACL the config implies
-		// (missing logins are created now); the supervisor's own login is
-		// put into cfg for every connection it opens.
-		var err error
-		if emb, err = brokerauth.StartEmbedded(cfg, lg.With("component", "broker")); err != nil {
-			return err
-		}
-		defer emb.Broker.Close()
-		broker = brokerauth.LocalURL(emb.Broker)
-	}
-	built, err := supervisor.FromConfig(cfg, lg)
+	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg})
 	if err != nil {
 		return err
 	}
-	defer built.Close()
-	// Recovery runs inside New: every saga a previous process left open is
-	// finished before anything else can move or the daemon reports ready.
-	sup, err := supervisor.New(built.Options)
-	if err != nil {
-		return err
-	}
-	if emb != nil {
-		registerBrokerMetrics(sup.Registry(), emb.Broker)
-	}
-	rec := sup.Recovered()
+	defer d.Close()
+	rec := d.Sup.Recovered()
 	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.Replayed, "recovered_sagas", len(rec.Reports), "took", rec.Took)
 	for _, rep := range rec.Reports {
 		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
 	}
 
-	var tlsCfg *tls.Config
-	switch {
-	case cfg.MQTT.UsesTLS():
-		tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS)
-	case cfg.MQTT.Embedded() && cfg.MQTT.TLS.CertFile != "":
-		tlsCfg, err = supervisor.PinnedTLS(cfg.MQTT.TLS)
-	}
-	if err != nil {
-		sup.Close()
-		return err
-	}
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
-	tr, err := mqtt.StartTransport(mqtt.TransportOptions{
-		Broker: broker, ClientID: cfg.MQTT.ClientID, Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
-		TLS: tlsCfg, Topics: topics, MaxPayload: int(cfg.MQTT.MaxPayload), Logger: lg.With("component", "mqtt"),
-	}, sup)
-	if err != nil {
-		sup.Close()
-		return err
-	}
-	sup.SetPublisher(tr)
-
-	var srv *http.Server
-	httpErr := make(chan error, 1)
-	if cfg.HTTP.Listen != "" {
-		srv = supervisor.NewHTTPServer(cfg.HTTP.Listen, sup.HTTPHandler())
-		go func() { httpErr <- srv.ListenAndServe() }()
-	}
-
 	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", version, source, cfg.Device)
-	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, broker, map[bool]string{true: " (in-process broker)"}[emb != nil])
-	if srv != nil {
-		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", cfg.HTTP.Listen)
+	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, d.BrokerURL, map[bool]string{true: " (in-process broker)"}[d.Broker != nil])
+	if addr := d.HTTPAddr(); addr != "" {
+		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", addr)
 	}
-	printFirstSteps(w, cfg, emb, topics)
+	printFirstSteps(w, cfg, d.Broker, topics)
 
-	daemon.SdNotify(false, daemon.SdNotifyReady)
+	sdnotify.SdNotify(false, sdnotify.SdNotifyReady)
 	stopWatchdog := watchdog(lg)
 	defer stopWatchdog()
 
@@ -133,20 +76,13 @@ func runRun(args []string, w io.Writer) error {
 	select {
 	case s := <-sig:
 		lg.Info("stopping", "signal", s.String())
-	case err := <-httpErr:
+	case err := <-d.Err():
 		lg.Error("http server failed", "err", err)
 	}
-	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
 	// The orderly stop: unwind open sagas and park the actuators while the
 	// transport is still up to publish the reports, then say offline.
-	closeErr := sup.Close()
-	trErr := tr.Close()
-	if srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		srv.Shutdown(ctx)
-		cancel()
-	}
-	if err := errors.Join(closeErr, trErr); err != nil {
+	if err := d.Close(); err != nil {
 		lg.Error("stopped with errors", "err", err)
 		return err
 	}
@@ -157,7 +93,7 @@ func runRun(args []string, w io.Writer) error {
 // watchdog pings systemd's watchdog at half its interval, if the unit has
 // WatchdogSec set.
 func watchdog(lg *slog.Logger) func() {
-	every, err := daemon.SdWatchdogEnabled(false)
+	every, err := sdnotify.SdWatchdogEnabled(false)
 	if err != nil || every == 0 {
 		return func() {}
 	}
@@ -170,7 +106,7 @@ func watchdog(lg *slog.Logger) func() {
 			case <-stop:
 				return
 			case <-t.C:
-				daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+				sdnotify.SdNotify(false, sdnotify.SdNotifyWatchdog)
 			}
 		}
 	}()
@@ -236,22 +172,4 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
 		login, topics.AgentCmd(agent), topics.Reply(agent), agent)
 	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
-}
-
-// registerBrokerMetrics exports what the embedded broker refused, so an
-// attack on the front door shows on the robot's dashboard:
-// saga_mqtt_refused_total{what="connect|publish|subscribe|retained"}.
-func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
-	for what, get := range map[string]func(embedded.Stats) int64{
-		"connect":   func(s embedded.Stats) int64 { return s.RefusedConnects },
-		"publish":   func(s embedded.Stats) int64 { return s.RefusedPublishes },
-		"subscribe": func(s embedded.Stats) int64 { return s.RefusedSubscribes },
-		"retained":  func(s embedded.Stats) int64 { return s.RefusedRetained },
-	} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "saga_mqtt_refused_total",
-			Help:        "What the embedded MQTT broker refused: connections (bad login, client id not the username), publishes, subscriptions and retained messages its ACL or bounds forbid.",
-			ConstLabels: prometheus.Labels{"what": what},
-		}, func() float64 { return float64(get(b.Stats())) }))
-	}
 }

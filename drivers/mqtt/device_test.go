@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"math"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	mqttdev "github.com/saga-supervisor/saga-supervisor/drivers/mqtt"
-	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
@@ -488,28 +488,14 @@ actuators:
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := supervisor.FromConfig(cfg, nil)
+	// As `run` composes it (package daemon), on the external broker.
+	d, err := daemon.Start(daemon.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup, err := supervisor.New(built.Options)
-	if err != nil {
-		built.Close()
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { d.Close() })
+	sup := d.Sup
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
-	tr, err := mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "sup-test", Topics: topics}, sup)
-	if err != nil {
-		sup.Close()
-		built.Close()
-		t.Fatal(err)
-	}
-	sup.SetPublisher(tr)
-	t.Cleanup(func() {
-		tr.Close()
-		sup.Close()
-		built.Close()
-	})
 	daemontest.WaitFor(t, "the supervisor to be ready (device read back)", 5*time.Second, func() bool { return sup.Status().Ready })
 
 	ag := daemontest.NewAgent(t, broker.URL(), topics, "planner")

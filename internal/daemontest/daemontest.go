@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -36,57 +37,35 @@ type Daemon struct {
 	Config    *config.Config
 }
 
-// Start runs a daemon on config.Default (changed by mod, if set) with its
-// journal and world in dir ("" for a new temporary directory). The broker
-// starts first, as in `run`. Everything is closed when the test ends.
+// Start runs a daemon as `run` does (package daemon) on config.Default —
+// anonymous embedded broker on a free loopback port, no HTTP — changed by
+// mod, if set, with its journal and world in dir ("" for a new temporary
+// directory). Everything is closed when the test ends.
 func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	cfg := config.Default()
-	// Agents of every name: permissions are on only where a test asks.
+	// Agents of every name, logging in as nobody (on loopback): access
+	// control is on only where a test asks (the security table runs the
+	// locked broker against the real binary).
 	cfg.Agents.Allow = nil
-	if mod != nil {
-		mod(cfg) // first for the broker's packet bound; again below, after the paths are set
-	}
-	// As `run` starts it: a packet may hold max_payload and its header.
-	broker, err := embedded.Start("127.0.0.1:0", uint32(cfg.MQTT.MaxPayload)+1024, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { broker.Close() })
+	cfg.MQTT.Auth.Anonymous = true
+	cfg.MQTT.Listen = "127.0.0.1:0"
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	cfg.HTTP.ResetToken = Token
-	cfg.MQTT.Listen = broker.Addr()
 	if mod != nil {
 		mod(cfg)
 	}
-	b, err := supervisor.FromConfig(cfg, nil)
+	dm, err := daemon.Start(daemon.Options{Config: cfg, NoHTTP: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup, err := supervisor.New(b.Options)
-	if err != nil {
-		b.Close()
-		t.Fatal(err)
-	}
-	d := &Daemon{Sup: sup, Built: b, Broker: broker, Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}, Config: cfg}
-	d.Transport, err = mqtt.StartTransport(mqtt.TransportOptions{Broker: broker.URL(), ClientID: "saga-supervisor-test", Topics: d.Topics,
-		MaxPayload: int(cfg.MQTT.MaxPayload)}, sup)
-	if err != nil {
-		sup.Close()
-		b.Close()
-		t.Fatal(err)
-	}
-	sup.SetPublisher(d.Transport)
-	t.Cleanup(func() {
-		d.Transport.Close()
-		d.Sup.Close()
-		d.Built.Close()
-	})
-	return d
+	t.Cleanup(func() { dm.Close() })
+	return &Daemon{Sup: dm.Sup, Built: dm.Built, Broker: dm.Broker.Broker, Transport: dm.Transport,
+		Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}, Config: cfg}
 }
 
 // URL is the broker's URL.

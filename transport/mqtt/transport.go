@@ -98,10 +98,24 @@ type Transport struct {
 	closed     bool              // out is closed: late messages are dropped
 }
 
-// StartTransport connects and starts serving requests. If the broker is not
-// up yet it keeps retrying in the background: the supervisor runs (not
-// ready to anyone) without it.
+// StartTransport is NewTransport and Start in one.
 func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
+	t, err := NewTransport(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Start(h); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// NewTransport prepares the transport without connecting: it can already
+// take what the supervisor publishes (the retained status and states are
+// kept and published once connected), so the supervisor is built with its
+// Publisher in hand — nothing is bound late — and Start then connects it to
+// the Handler, the supervisor itself.
+func NewTransport(opt TransportOptions) (*Transport, error) {
 	if err := opt.Topics.Validate(); err != nil {
 		return nil, err
 	}
@@ -116,7 +130,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{opt: opt, h: h, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
+	t := &Transport{opt: opt, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
 		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{})}
 	co := t.clientOptions(opt.ClientID).
@@ -128,23 +142,40 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 	// messages beyond max_queued_messages).
 	eo := t.clientOptions(opt.ClientID + EstopSuffix).SetOnConnectHandler(t.onEstopConnect)
 	t.estop = paho.NewClient(eo)
-	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	t.client = paho.NewClient(co)
-	go t.publisher()
+	go t.publisher() // publishes nothing until connected; retained messages wait
+	return t, nil
+}
+
+// Start connects both connections and serves requests to h. If the broker
+// is not up yet it keeps retrying in the background: the supervisor runs
+// (not ready to anyone) without it. On an error the transport is closed.
+// Call it once.
+func (t *Transport) Start(h Handler) error {
+	if h == nil {
+		return errors.New("mqtt: Start needs a Handler")
+	}
+	t.mu.Lock()
+	t.h = h
+	t.mu.Unlock()
+	opt, lg := t.opt, t.log
+	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	tok := t.client.Connect()
 	// With ConnectRetry the token completes only once connected; the
 	// daemon must come up without the broker, so do not wait long.
 	tok.WaitTimeout(3 * time.Second)
 	if err := tok.Error(); err != nil {
-		t.client.Disconnect(0)
-		t.estop.Disconnect(0)
-		t.mu.Lock()
-		t.closed = true
-		close(t.out)
-		close(t.urgent)
-		t.mu.Unlock()
-		<-t.done
-		return nil, fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
+		t.once.Do(func() { // Close after this does nothing
+			t.client.Disconnect(0)
+			t.estop.Disconnect(0)
+			t.mu.Lock()
+			t.closed = true
+			close(t.out)
+			close(t.urgent)
+			t.mu.Unlock()
+			<-t.done
+		})
+		return fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
 	}
 	// Serve only once subscribed: a request sent the moment this returns
 	// must not be lost. If the broker is not up, the subscription follows
@@ -159,7 +190,7 @@ func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
 			}
 		}
 	}
-	return t, nil
+	return nil
 }
 
 // clientOptions are the options both connections share.

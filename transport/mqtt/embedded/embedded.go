@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,15 +51,15 @@ const (
 	// DefaultReceiveMaximum bounds the QoS 1/2 messages a client may have
 	// unacknowledged towards the broker (mochi's default).
 	DefaultReceiveMaximum = 1024
-	// DefaultMaxRetained bounds the retained messages of the whole broker.
-	// A publish that would add a retained topic beyond it is refused (an
+	// DefaultMaxRetained bounds the retained messages clients store. A
+	// publish that would add a retained topic beyond it is refused (an
 	// update or removal of an existing one is not). The policy already
 	// bounds retained topics by the configuration (status, one state topic
 	// per actuator, one per device); this holds in anonymous mode too (and
 	// in both, for a new topic published by several clients at once, up to
-	// one message per client over). mochi's own $SYS topics (about 20,
-	// stored without a publish this could refuse) count towards it, so
-	// clients get at least MaxRetained minus those.
+	// one message per client over). mochi's own $SYS topics (about 20, a
+	// fixed set it stores on its own schedule) are not counted: counted,
+	// one appearing just then took the room a client's status needed.
 	DefaultMaxRetained = 4096
 	// DefaultSessionExpiry is how long a disconnected client's session
 	// (subscriptions, unacknowledged messages) is kept: long enough for the
@@ -352,11 +353,27 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 	// publishing new retained topics at the same instant may overshoot the
 	// bound by at most one message each (so by MaxClients at worst).
 	if retain && len(pk.Payload) > 0 {
-		if _, exists := g.srv.Topics.Retained.Get(pk.TopicName); !exists && g.srv.Topics.Retained.Len() >= g.maxRetained {
+		if _, exists := g.srv.Topics.Retained.Get(pk.TopicName); !exists && g.clientRetained() >= g.maxRetained {
 			g.retained.Add(1)
 			g.refused("mqtt retained publish refused: the broker holds its maximum of retained messages", "user", string(cl.Properties.Username), "topic", pk.TopicName, "max", g.maxRetained)
 			return pk, packets.CodeSuccessIgnore
 		}
 	}
 	return pk, nil
+}
+
+// clientRetained counts the retained messages clients stored: mochi's own
+// $SYS topics (a bounded set it adds on its own schedule) do not take
+// their room. Only a publish of a new retained topic asks, which is rare.
+func (g *guard) clientRetained() int {
+	n := g.srv.Topics.Retained.Len()
+	if n < g.maxRetained {
+		return n // fewer in all: no need to look
+	}
+	for topic := range g.srv.Topics.Retained.GetAll() {
+		if strings.HasPrefix(topic, "$") {
+			n--
+		}
+	}
+	return n
 }

@@ -1,0 +1,201 @@
+// Package daemon assembles saga-supervisor from a configuration, in one
+// place and one order: the embedded MQTT broker (locked by the config's
+// logins and ACL), the HTTP listener, the drivers, the MQTT transport, the
+// supervisor — crash recovery first — and the HTTP endpoints. `run`, the
+// demo and the tests' harness all start it through Start, so they run one
+// production path, and nothing is bound late: the transport is built
+// before the supervisor (its Publisher) and connected after it (its
+// Handler).
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
+)
+
+// Options configure Start.
+type Options struct {
+	// Config is the daemon's configuration; Start fills in what it learns
+	// (the embedded broker's address and the supervisor's own login).
+	Config *config.Config
+	Logger *slog.Logger // nil: discard
+	// NoHTTP leaves the HTTP endpoints off whatever http.listen says.
+	NoHTTP bool
+	// WrapHandler and WrapPublisher, if set, stand between the transport
+	// and the supervisor (the bench taps them to time halts).
+	WrapHandler   func(mqtt.Handler) mqtt.Handler
+	WrapPublisher func(supervisor.Publisher) supervisor.Publisher
+}
+
+// Daemon is a running supervisor with everything around it.
+type Daemon struct {
+	Config    *config.Config
+	Broker    *brokerauth.Started // the embedded broker; nil with an external one
+	Built     *supervisor.Built
+	Sup       *supervisor.Supervisor
+	Transport *mqtt.Transport
+	// BrokerURL is what the supervisor dialled: the external broker, or
+	// the embedded one on loopback.
+	BrokerURL string
+
+	httpLn  net.Listener
+	httpSrv *http.Server
+	httpErr chan error
+}
+
+// Start builds and starts a daemon. Any failure — a broker or HTTP address
+// that cannot be bound, a driver that cannot be opened, a journal that
+// cannot be recovered — returns an error with everything already started
+// closed again, before anything could report ready.
+func Start(opt Options) (_ *Daemon, err error) {
+	cfg, lg := opt.Config, opt.Logger
+	if cfg == nil {
+		return nil, errors.New("daemon: no configuration")
+	}
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{Config: cfg, BrokerURL: cfg.MQTT.Broker, httpErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+
+	// The embedded broker comes first: MQTT-attached actuators connect to
+	// it, and recovery (inside supervisor.New) may have to drive them back.
+	if cfg.MQTT.Embedded() {
+		if d.Broker, err = brokerauth.StartEmbedded(cfg, lg.With("component", "broker")); err != nil {
+			return nil, err
+		}
+		cfg.MQTT.Listen = d.Broker.Broker.Addr() // the port it got, if it asked for 0
+		d.BrokerURL = brokerauth.LocalURL(d.Broker.Broker)
+	}
+	// HTTP is bound before anything moves: a port in use is an error now,
+	// not a daemon that reports ready without its endpoints.
+	if cfg.HTTP.Listen != "" && !opt.NoHTTP {
+		if d.httpLn, err = net.Listen("tcp", cfg.HTTP.Listen); err != nil {
+			return nil, fmt.Errorf("http: %w", err)
+		}
+	}
+	var tlsCfg *tls.Config
+	switch {
+	case cfg.MQTT.UsesTLS():
+		tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS)
+	case cfg.MQTT.Embedded() && cfg.MQTT.TLS.CertFile != "":
+		tlsCfg, err = supervisor.PinnedTLS(cfg.MQTT.TLS)
+	}
+	if err != nil {
+		return nil, err
+	}
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	if d.Transport, err = mqtt.NewTransport(mqtt.TransportOptions{
+		Broker: d.BrokerURL, ClientID: cfg.MQTT.ClientID, Username: cfg.MQTT.Username, Password: cfg.MQTT.Password.Reveal(),
+		TLS: tlsCfg, Topics: topics, MaxPayload: int(cfg.MQTT.MaxPayload), Logger: lg.With("component", "mqtt"),
+	}); err != nil {
+		return nil, err
+	}
+	if d.Built, err = supervisor.FromConfig(cfg, lg); err != nil {
+		return nil, err
+	}
+	var pub supervisor.Publisher = d.Transport
+	if opt.WrapPublisher != nil {
+		pub = opt.WrapPublisher(pub)
+	}
+	d.Built.Options.Publisher = pub
+	// Recovery runs inside New: every saga a previous process left open is
+	// finished before anything else can move or the daemon reports ready.
+	if d.Sup, err = supervisor.New(d.Built.Options); err != nil {
+		return nil, err
+	}
+	if d.Broker != nil {
+		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
+	}
+	var h mqtt.Handler = d.Sup
+	if opt.WrapHandler != nil {
+		h = opt.WrapHandler(h)
+	}
+	if err = d.Transport.Start(h); err != nil {
+		return nil, err
+	}
+	if d.httpLn != nil {
+		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, d.Sup.HTTPHandler())
+		go func() {
+			if err := d.httpSrv.Serve(d.httpLn); !errors.Is(err, http.ErrServerClosed) {
+				d.httpErr <- err
+			}
+		}()
+	}
+	return d, nil
+}
+
+// HTTPAddr is the address HTTP listens on ("" when off).
+func (d *Daemon) HTTPAddr() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	return d.httpLn.Addr().String()
+}
+
+// Err delivers the HTTP server's failure, if it fails while running.
+func (d *Daemon) Err() <-chan error { return d.httpErr }
+
+// Close is the orderly stop: the supervisor unwinds open sagas and parks
+// the actuators while the transport is still up to publish the reports;
+// then the transport says offline, HTTP stops, the drivers close and the
+// embedded broker stops. It is safe on a partly started daemon.
+func (d *Daemon) Close() error {
+	var errs []error
+	if d.Sup != nil {
+		errs = append(errs, d.Sup.Close())
+	}
+	if d.Transport != nil {
+		errs = append(errs, d.Transport.Close())
+	}
+	if d.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		d.httpSrv.Shutdown(ctx)
+		cancel()
+	} else if d.httpLn != nil {
+		d.httpLn.Close()
+	}
+	if d.Built != nil {
+		d.Built.Close()
+	}
+	if d.Broker != nil {
+		d.Broker.Broker.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// registerBrokerMetrics exports what the embedded broker refused, so an
+// attack on the front door shows on the robot's dashboard:
+// saga_mqtt_refused_total{what="connect|publish|subscribe|retained"}.
+func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
+	for what, get := range map[string]func(embedded.Stats) int64{
+		"connect":   func(s embedded.Stats) int64 { return s.RefusedConnects },
+		"publish":   func(s embedded.Stats) int64 { return s.RefusedPublishes },
+		"subscribe": func(s embedded.Stats) int64 { return s.RefusedSubscribes },
+		"retained":  func(s embedded.Stats) int64 { return s.RefusedRetained },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "saga_mqtt_refused_total",
+			Help:        "What the embedded MQTT broker refused: connections (bad login, client id not the username), publishes, subscriptions and retained messages its ACL or bounds forbid.",
+			ConstLabels: prometheus.Labels{"what": what},
+		}, func() float64 { return float64(get(b.Stats())) }))
+	}
+}
