@@ -171,4 +171,3 @@ func (s *SupplySubject) close(t *testing.T) {
 	}
 	bounded(t, "a second Close", 5*time.Second, func() { _ = in.Close() })
 }
-
