@@ -177,18 +177,21 @@ func Run(t *testing.T, s Subject) {
 	t.Run("close", s.close)
 }
 
-// bounded runs f and fails the test if it has not returned within bound.
-// A hung call is left behind; the test is failed at once rather than left
-// to hang the package.
+// bounded runs f and fails the test if it panics or has not returned
+// within bound. A hung call is left behind; the test is failed at once
+// rather than left to hang the package.
 func bounded(t *testing.T, what string, bound time.Duration, f func()) {
 	t.Helper()
-	done := make(chan struct{})
+	done := make(chan any, 1)
 	go func() {
-		defer close(done)
+		defer func() { done <- recover() }()
 		f()
 	}()
 	select {
-	case <-done:
+	case p := <-done:
+		if p != nil {
+			t.Fatalf("%s panicked: %v", what, p)
+		}
 	case <-time.After(bound):
 		t.Fatalf("%s has not returned after %v: hung", what, bound)
 	}
