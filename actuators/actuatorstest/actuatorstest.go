@@ -216,6 +216,16 @@ func (s *Subject) mustSet(t *testing.T, d actuators.Driver, v float64) {
 	}
 }
 
+// settle sets v and, for a ReadBack subject, waits for it to read back, so
+// that a later "unchanged" check compares against the output's real state.
+func (s *Subject) settle(t *testing.T, d actuators.Driver, v float64) {
+	t.Helper()
+	s.mustSet(t, d, v)
+	if s.ReadBack {
+		s.wantRead(t, d, v, fmt.Sprintf("Set(%g)", v))
+	}
+}
+
 func (s *Subject) haltErr(t *testing.T, d actuators.Driver) (err error) {
 	t.Helper()
 	bounded(t, "Halt", s.bound(), func() { err = d.Halt() })
@@ -350,7 +360,7 @@ func (s *Subject) notApplied(t *testing.T) {
 	}
 	in := s.instance(t)
 	held := s.Values[len(s.Values)-1]
-	s.mustSet(t, in.Driver, held)
+	s.settle(t, in.Driver, held)
 	for _, v := range s.OutOfRange {
 		err := s.set(t, in.Driver, v)
 		if !errors.Is(err, actuators.ErrNotApplied) {
@@ -373,7 +383,7 @@ func (s *Subject) inDoubt(t *testing.T) {
 		t.Skip("the fake can neither break nor refuse")
 	}
 	held := s.Values[0]
-	s.mustSet(t, in.Driver, held)
+	s.settle(t, in.Driver, held)
 	other := s.Values[len(s.Values)-1]
 	if in.Break != nil {
 		restore := in.Break()
@@ -386,7 +396,7 @@ func (s *Subject) inDoubt(t *testing.T) {
 			t.Errorf("Set while broken = %v: wraps actuators.ErrNotApplied, but its effect is in doubt", err)
 		}
 		// Usable again once restored.
-		s.mustSet(t, in.Driver, held)
+		s.settle(t, in.Driver, held)
 	}
 	if in.Refuse != nil {
 		restore := in.Refuse()
@@ -410,7 +420,7 @@ func (s *Subject) inDoubt(t *testing.T) {
 func (s *Subject) context(t *testing.T) {
 	in := s.instance(t)
 	held := s.Values[0]
-	s.mustSet(t, in.Driver, held)
+	s.settle(t, in.Driver, held)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
