@@ -35,7 +35,7 @@ func TestSecondOwnerIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := recovery.Open(osOptions(t, dir, w)); !errors.Is(err, recovery.ErrLocked) {
+	if _, err := recovery.Open(osOptions(t, dir, w)); !errors.Is(err, wal.ErrLocked) {
 		t.Fatalf("second Open: %v, want ErrLocked", err)
 	}
 	if err := first.Close(); err != nil {
@@ -65,7 +65,7 @@ func TestRefusesCorruptJournal(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, wal.ErrCorrupt) {
 		t.Fatalf("Open on a corrupt journal: %v, want a CorruptionError", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, recovery.LockName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, wal.LockName)); err != nil {
 		t.Fatal(err)
 	}
 	// The refusal released the lock: an operator can inspect and repair.
