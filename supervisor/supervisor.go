@@ -96,10 +96,10 @@ type Supervisor struct {
 	// (its Add would race Close's Wait). Never held across I/O.
 	bgMu     sync.Mutex
 	bgClosed bool
-	replayed   uint64
-	tailCut    string
-	metrics    *metrics
-	approve    *approvalGate
+	replayed uint64
+	tailCut  string
+	metrics  *metrics
+	approve  *approvalGate
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path

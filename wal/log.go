@@ -31,7 +31,7 @@ type Log struct {
 	dir     string
 	fsys    FS
 	unlock  func() error // releases the directory's lock (Close)
-	segSize int64 // size of new segments
+	segSize int64        // size of new segments
 	maxPay  int
 	report  OpenReport
 
