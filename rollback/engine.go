@@ -414,8 +414,9 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	s, st, v, rerr := e.gate(sagaID, owner, cmd, now)
 	if rerr != nil {
 		// Refusals are journaled for the audit trail; durability is not
-		// required, so they ride the next group commit.
-		if e.fatal == nil {
+		// required, so they ride the next group commit. After Close the
+		// journal is its owner's to close: nothing more is written.
+		if e.fatal == nil && !e.closed {
 			e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
 				Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Code: string(rerr.Code), Message: rerr.Message})
 		}
