@@ -77,7 +77,7 @@ func (r *robot) registry(t *testing.T, fs *crashfs.FS) *actuators.Registry {
 }
 
 func options(t *testing.T, r *robot, fs *crashfs.FS, d rollback.Durability) recovery.Options {
-	return recovery.Options{Dir: journalDir, NoLock: true,
+	return recovery.Options{Dir: journalDir,
 		WAL:    wal.Options{FS: fs, SegmentSize: 1024, FlushDelay: time.Millisecond},
 		Engine: rollback.Config{Actuators: r.registry(t, fs), Durability: d, RetryBackoff: time.Microsecond}}
 }

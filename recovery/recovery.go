@@ -15,9 +15,6 @@ type Options struct {
 	WAL wal.Options
 	// Engine configures the engine; its Journal is set by Open.
 	Engine rollback.Config
-	// NoLock skips the directory lock. Only for an in-memory file system
-	// (wal.Options.FS) in tests, where there is no second process.
-	NoLock bool
 	// HaltFirst, if set, is asked after the journal is replayed and before
 	// open sagas are finished; a non-empty answer (an e-stop found pressed
 	// at start) latches halt first, so that recovery moves nothing but the
@@ -38,7 +35,6 @@ type Result struct {
 	Reports []*rollback.Report
 	// Took is how long verify + rebuild + unwinds took.
 	Took time.Duration
-	lock *dirLock
 }
 
 // Clean reports whether every saga recovery finished was unwound clean.
@@ -51,22 +47,21 @@ func (r *Result) Clean() bool {
 	return true
 }
 
-// Open locks the journal, opens and verifies it, rebuilds the engine and
-// finishes every open saga. On error nothing is left open or locked.
+// Open opens the journal — wal.Open locks it first, so a journal another
+// process owns is refused (errors.Is wal.ErrLocked) before anything in it
+// is read or cut — verifies it, rebuilds the engine and finishes every
+// open saga. On error nothing is left open, running or locked.
 func Open(opt Options) (_ *Result, err error) {
 	start := time.Now()
 	res := &Result{}
-	if !opt.NoLock {
-		if res.lock, err = lockDir(opt.Dir); err != nil {
-			return nil, err
-		}
-	}
 	defer func() {
 		if err != nil {
-			if res.Log != nil {
-				res.Log.Close()
+			if res.Engine != nil {
+				res.Engine.Close() // waits for its halt goroutine, which writes to the journal
 			}
-			res.lock.unlock()
+			if res.Log != nil {
+				res.Log.Close() // releases the lock
+			}
 		}
 	}()
 	res.Log, err = wal.Open(opt.Dir, opt.WAL)
@@ -115,11 +110,16 @@ func Open(opt Options) (_ *Result, err error) {
 
 var errStop = errors.New("stop")
 
-// Close closes the journal and releases the lock.
+// Close closes the engine (waiting for its halt goroutine, which writes to
+// the journal), then the journal, which releases the lock. It is
+// idempotent.
 func (r *Result) Close() error {
+	var errs []error
 	if r.Engine != nil {
-		r.Engine.WaitHalts() // its halt goroutine may still be writing
+		errs = append(errs, r.Engine.Close())
 	}
-	err := r.Log.Close()
-	return errors.Join(err, r.lock.unlock())
+	if err := r.Log.Close(); !errors.Is(err, wal.ErrClosed) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
+	"github.com/saga-supervisor/saga-supervisor/internal/leaktest"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -35,7 +36,7 @@ func TestSecondOwnerIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := recovery.Open(osOptions(t, dir, w)); !errors.Is(err, recovery.ErrLocked) {
+	if _, err := recovery.Open(osOptions(t, dir, w)); !errors.Is(err, wal.ErrLocked) {
 		t.Fatalf("second Open: %v, want ErrLocked", err)
 	}
 	if err := first.Close(); err != nil {
@@ -65,7 +66,7 @@ func TestRefusesCorruptJournal(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, wal.ErrCorrupt) {
 		t.Fatalf("Open on a corrupt journal: %v, want a CorruptionError", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, recovery.LockName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, wal.LockName)); err != nil {
 		t.Fatal(err)
 	}
 	// The refusal released the lock: an operator can inspect and repair.
@@ -208,4 +209,35 @@ func TestHaltFirstRecoversWithoutMoving(t *testing.T) {
 	if snap := r.world.Snapshot(); snap["base"].Commanded != 40 || snap["elbow"].Commanded != 50 {
 		t.Errorf("the arm moved: base %g, elbow %g", snap["base"].Commanded, snap["elbow"].Commanded)
 	}
+}
+
+// Open then Close leaves no goroutine (the engine's halt goroutine, the
+// journal's writer) and releases the lock; so does an Open refused
+// because another owner holds the journal.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	check := leaktest.Check(t)
+	dir := t.TempDir()
+	w := sim.NewMemoryWorld()
+	defer w.Close()
+	writeJournal(t, dir, w, 20)
+	res, err := recovery.Open(osOptions(t, dir, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Engine.Latch("a halt in flight at Close")
+	if _, err := recovery.Open(osOptions(t, dir, w)); !errors.Is(err, wal.ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	if err := res.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	check()
+	again, err := recovery.Open(osOptions(t, dir, w))
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	again.Close()
 }

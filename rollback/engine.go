@@ -219,6 +219,13 @@ type Engine struct {
 	buf      []byte // record encoding buffer, guarded by mu
 	inflight sync.WaitGroup
 	haltMu   sync.Mutex // serialises halts
+	// bg counts the goroutines the engine started (the halt goroutine,
+	// see Latch); Close waits for them. Add is made under lane.mu and
+	// only while the lane is open, so it never races Close's Wait.
+	bg sync.WaitGroup
+	// closed: Close was called; every call that works is refused
+	// (errClosed). Guarded by mu; the lane has its own flag.
+	closed bool
 }
 
 // New builds an engine. Before serving, a recovering caller feeds it the
@@ -349,7 +356,7 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 func (e *Engine) RecordLease(agent, lease string, epoch uint64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.gateGlobal(); err != nil && err.Code == CodeJournalFailed {
+	if err := e.gateGlobal(); err != nil && (err.Code == CodeJournalFailed || e.closed) {
 		return err
 	}
 	if err := e.journal(&Record{Type: RecLease, Agent: agent, Lease: lease, Epoch: epoch}); err != nil {
@@ -370,6 +377,9 @@ func (e *Engine) MaxEpoch() uint64 {
 }
 
 func (e *Engine) gateGlobal() *Error {
+	if e.closed {
+		return errClosed()
+	}
 	if e.fatal != nil {
 		return &Error{Code: CodeJournalFailed, Message: e.fatal.Error(), err: e.fatal}
 	}
@@ -404,8 +414,9 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	s, st, v, rerr := e.gate(sagaID, owner, cmd, now)
 	if rerr != nil {
 		// Refusals are journaled for the audit trail; durability is not
-		// required, so they ride the next group commit.
-		if e.fatal == nil {
+		// required, so they ride the next group commit. After Close the
+		// journal is its owner's to close: nothing more is written.
+		if e.fatal == nil && !e.closed {
 			e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
 				Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Code: string(rerr.Code), Message: rerr.Message})
 		}
@@ -516,7 +527,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 func (e *Engine) RecordRefusal(sagaID uint64, owner Owner, cmd Command, code Code, msg string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.fatal != nil {
+	if e.fatal != nil || e.closed {
 		return
 	}
 	e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
@@ -633,6 +644,9 @@ func (e *Engine) Commit(sagaID uint64, owner Owner) error {
 func (e *Engine) Abort(sagaID uint64, owner Owner, reason string) (*Report, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed()
+	}
 	s, rerr := e.openSaga(sagaID, owner)
 	if rerr != nil {
 		return nil, rerr
@@ -660,6 +674,9 @@ func (e *Engine) AbortAll(reason string) []*Report {
 func (e *Engine) abortWhere(match func(Owner) bool, reason string) []*Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil // nothing moves after Close
+	}
 	var reps []*Report
 	for _, s := range e.sagasNewestFirst() {
 		if !match(s.owner) || s.unwinding {

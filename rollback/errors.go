@@ -61,6 +61,16 @@ func CodeOf(err error) Code {
 	return ""
 }
 
+// ErrClosed is matched (errors.Is) by the error of every call that would
+// work or move something on an Engine after Close. Such a call is refused
+// with code HALTED (nothing may move, and a client already knows what that
+// means); errors.Is(err, ErrClosed) tells the two apart.
+var ErrClosed = errors.New("rollback: engine closed")
+
+func errClosed() *Error {
+	return &Error{Code: CodeHalted, Message: "engine closed: the supervisor is stopping", err: ErrClosed}
+}
+
 func refusal(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -36,6 +36,9 @@ type haltLane struct {
 	done    uint64     // the highest generation whose halt has been applied
 	applied chan struct{}
 	why     string // the reason of the first halt since the last reset
+	// closed: Engine.Close was called. No halt goroutine starts after
+	// it (a halt still latches: the gate refuses everything anyway).
+	closed bool
 }
 
 // Latch latches the halt and returns at once with its generation: the gate
@@ -43,15 +46,26 @@ type haltLane struct {
 // journals the halt and applies it (see Halt). It never blocks on I/O or on
 // the engine's lock. OnHalt, if set, receives the reports of the sagas the
 // halt ended.
+//
+// The halt goroutine is the engine's: Close waits for it. After Close a
+// Latch still latches (and returns at once), but nothing is journaled or
+// moved: the engine's owner has stopped it, the actuators parked.
 func (e *Engine) Latch(reason string) uint64 {
-	gen, start := e.latch(reason)
+	gen, start := e.latch(reason, true)
 	if start {
-		go e.applyHalts(true)
+		go func() {
+			defer e.bg.Done() // Add was made by latch, under lane.mu
+			e.applyHalts(true)
+		}()
 	}
 	return gen
 }
 
-func (e *Engine) latch(reason string) (gen uint64, start bool) {
+// latch latches a halt and reports whether the caller must apply it (no
+// one else is applying halts, and the engine is not closed). With async,
+// the caller will start the halt goroutine: bg.Add is made here, under
+// lane.mu, where Close cannot be waiting yet.
+func (e *Engine) latch(reason string, async bool) (gen uint64, start bool) {
 	l := &e.lane
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -67,10 +81,13 @@ func (e *Engine) latch(reason string) (gen uint64, start bool) {
 	} else {
 		l.more++
 	}
-	if l.running {
+	if l.running || l.closed {
 		return gen, false
 	}
 	l.running = true
+	if async {
+		e.bg.Add(1)
+	}
 	return gen, true
 }
 
@@ -82,29 +99,39 @@ func (e *Engine) latch(reason string) (gen uint64, start bool) {
 // was already applying halts and took this one too, nil (its reports go to
 // OnHalt). The halt is applied on the calling goroutine when nobody else is
 // applying one, so a single-threaded caller (recovery, the model checker)
-// sees a deterministic order.
+// sees a deterministic order. After Close it latches only, and returns
+// ErrClosed.
 func (e *Engine) Halt(reason string) ([]*Report, error) {
-	gen, start := e.latch(reason)
+	gen, start := e.latch(reason, false)
 	if start {
 		return e.applyHalts(false)
 	}
-	e.waitApplied(gen)
+	if !e.waitApplied(gen) {
+		return nil, ErrClosed
+	}
 	return nil, nil
 }
 
 // WaitHalts returns once every halt latched so far has been applied (its
-// records journaled, the safe policies done). Close the journal only after
-// it: the halt goroutine writes to it.
+// records journaled, the safe policies done) — or, after Close, at once:
+// halts latched after Close are never applied. Close (which waits for the
+// halt goroutine) before closing the journal: that goroutine writes to it.
 func (e *Engine) WaitHalts() { e.waitApplied(e.latchGen.Load()) }
 
-// waitApplied returns once the halt of generation gen has been applied.
-func (e *Engine) waitApplied(gen uint64) {
+// waitApplied returns once the halt of generation gen has been applied
+// (true), or once it never will be (false): the engine is closed and
+// nobody is applying halts.
+func (e *Engine) waitApplied(gen uint64) bool {
 	l := &e.lane
 	for {
 		l.mu.Lock()
 		if l.done >= gen {
 			l.mu.Unlock()
-			return
+			return true
+		}
+		if l.closed && !l.running {
+			l.mu.Unlock()
+			return false
 		}
 		if l.applied == nil {
 			l.applied = make(chan struct{})
@@ -173,8 +200,13 @@ func (e *Engine) HaltGen() uint64 { return e.latchGen.Load() }
 // policy and nothing moves afterwards, but no HALT is journaled, so the
 // next start is not latched halted (an orderly restart needs no operator).
 // Unwind the open sagas first (AbortAll): Park ends the rest unresolved.
+// Park before Close: after it Park returns ErrClosed.
 func (e *Engine) Park(reason string) ([]*Report, error) {
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
 	if !e.parked {
 		e.parked, e.parkWhy = true, reason
 	}
@@ -313,6 +345,9 @@ func (e *Engine) goSafeAll() error {
 func (e *Engine) Adopt(name string, drifted func(commanded float64) (float64, bool), why string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return false, ErrClosed
+	}
 	st := e.acts[name]
 	if st == nil || e.fatal != nil {
 		return false, e.fatal
@@ -355,6 +390,9 @@ func (e *Engine) Reset(by string, gen uint64) error {
 	defer e.haltMu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return errClosed()
+	}
 	if e.fatal != nil {
 		return &Error{Code: CodeJournalFailed, Message: "the journal failed; restart the supervisor", err: e.fatal}
 	}
@@ -461,4 +499,24 @@ func (e *Engine) OpenSagas() []uint64 {
 	e.mu.Unlock()
 	slices.SortFunc(ids, func(a, b uint64) int { return cmp.Compare(b, a) })
 	return ids
+}
+
+// Close ends the engine's life: it waits for the halt goroutine — which
+// first applies every halt latched before Close, journaling them — and
+// then refuses all work (ErrClosed; code HALTED for the calls that return
+// an *Error). It does not wait for calls in progress on other goroutines
+// (a Step, an Abort): their callers own them and stop them first. Close
+// before closing the journal. It is idempotent and safe to call
+// concurrently. Latch never waits for Close: it takes lane.mu only, which
+// is never held across I/O.
+func (e *Engine) Close() error {
+	l := &e.lane
+	l.mu.Lock()
+	l.closed = true // from now on no halt goroutine starts (see latch)
+	l.mu.Unlock()
+	e.bg.Wait()
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	return nil
 }

@@ -17,6 +17,9 @@ func (e *Engine) Apply(seq uint64, typ uint8, payload []byte) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
 	if err := e.applyLocked(&r); err != nil {
 		return fmt.Errorf("record %d (%s): %w", seq, r.Type, err)
 	}
@@ -193,6 +196,9 @@ func (e *Engine) replayStep(r *Record) (*step, error) {
 func (e *Engine) Recover() ([]*Report, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
 	if _, err := e.enqueue(&Record{Type: RecRecovery, Message: fmt.Sprintf("%d open sagas", len(e.sagas))}); err != nil {
 		return nil, err
 	}

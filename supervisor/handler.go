@@ -117,7 +117,13 @@ func (s *Supervisor) RecordRefusal(req api.Request, code, msg string) {
 // named the same (or named none), so a late will of an earlier connection
 // leaves a newer lease alone.
 func (s *Supervisor) AgentGone(agent, will string) {
+	s.bgMu.Lock()
+	if s.bgClosed {
+		s.bgMu.Unlock()
+		return // stopping: Close ends every lease itself
+	}
 	s.bg.Add(1)
+	s.bgMu.Unlock()
 	go func() {
 		defer s.bg.Done()
 		if _, ok := s.leases.EndAgentWill(agent, will); !ok {

@@ -97,10 +97,14 @@ type Supervisor struct {
 	// many HTTP handlers serve it.
 	resetLimit *resetLimiter
 	bg         sync.WaitGroup // unwinds started off the ingress path (wills)
-	replayed   uint64
-	tailCut    string
-	metrics    *metrics
-	approve    *approvalGate
+	// bgMu guards bgClosed: once Close has begun, no goroutine joins bg
+	// (its Add would race Close's Wait). Never held across I/O.
+	bgMu     sync.Mutex
+	bgClosed bool
+	replayed uint64
+	tailCut  string
+	metrics  *metrics
+	approve  *approvalGate
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -452,6 +456,9 @@ func (s *Supervisor) Close() error {
 		close(s.stop)
 		<-s.stopped
 		s.lanes.Close() // what agents queued is answered first
+		s.bgMu.Lock()
+		s.bgClosed = true // a will arriving now is ignored: leases end below
+		s.bgMu.Unlock()
 		s.bg.Wait()
 		s.leases.Close()
 		s.engine.WaitHalts() // the halt goroutine writes to the journal closed below
@@ -460,7 +467,12 @@ func (s *Supervisor) Close() error {
 		}
 		_, perr := s.engine.Park("supervisor stopping")
 		s.publishStates()
-		s.closeErr = errors.Join(perr, s.rec.Close())
+		// The engine last: it waits for its halt goroutine (a halt
+		// latched during the stop is journaled before the journal
+		// closes) and refuses everything after. rec.Close closes it
+		// too (idempotent), then the journal, which drops the lock.
+		cerr := s.engine.Close()
+		s.closeErr = errors.Join(perr, cerr, s.rec.Close())
 	})
 	return s.closeErr
 }

@@ -28,9 +28,20 @@
 // only when 4 MiB are already waiting for the writer, so memory stays
 // bounded. Any write or sync error is fatal and sticky
 // (*FatalError, errors.Is ErrFatal): after a failed fsync the kernel may
-// have dropped the dirty pages, so retrying would only pretend. The package
-// does not lock the directory; the caller must ensure one Log per
-// directory.
+// have dropped the dirty pages, so retrying would only pretend.
+//
+// # Ownership
+//
+// A journal has one owner. Open locks the directory before it reads or
+// repairs anything (OSFS: an exclusive flock(2) on DIR/LOCK, holding the
+// owner's pid for the operator; see Locker) and the Log releases it in
+// Close, after its files are closed. A second Open, from this process or
+// another, fails at once with ErrLocked and changes nothing, so it can
+// never cut as a "torn tail" the batch the owner is writing. TruncateAt
+// takes the same lock. Verify and Scan take none: they only read, and must
+// work beside the running daemon (a shared flock would be refused while
+// the owner holds its exclusive one); a batch still being written looks to
+// them like a torn tail, which they report and never cut.
 //
 // # Files
 //

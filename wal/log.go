@@ -25,12 +25,13 @@ type OpenReport struct {
 // Log is an open journal. Append, Enqueue, Sync, LastSeq and Err may be
 // called from any number of goroutines. Writes are serialised: an internal
 // writer goroutine does them, except that a lone Append writes its own
-// batch (see Append). The Log does not lock the directory: that is the
-// caller's job.
+// batch (see Append). The Log holds the directory's lock from Open to
+// Close (see Locker).
 type Log struct {
 	dir     string
 	fsys    FS
-	segSize int64 // size of new segments
+	unlock  func() error // releases the directory's lock (Close)
+	segSize int64        // size of new segments
 	maxPay  int
 	report  OpenReport
 
@@ -88,14 +89,18 @@ type Log struct {
 	deterministic bool
 }
 
-// Open opens (creating if needed) the journal in dir. It verifies every
-// segment and record; a torn tail is cut (bytes kept in a .broken file, see
-// OpenReport().TailCut) and anything invalid before a valid record makes
-// Open fail with a *CorruptionError. Leftover *.tmp files from a crash are
-// deleted. Creating a journal writes its first segment in full
-// (SegmentSize bytes of zeros, see FS.Allocate) before Open returns.
-func Open(dir string, opt Options) (*Log, error) {
-	opt, err := opt.withDefaults()
+// Open opens (creating if needed) the journal in dir. It first locks the
+// directory (see Locker; OSFS: flock on DIR/LOCK): a journal another Log
+// holds is refused at once with an error matching ErrLocked, and nothing
+// in it is read or changed. The Log keeps the lock until Close. Open then
+// verifies every segment and record; a torn tail is cut (bytes kept in a
+// .broken file, see OpenReport().TailCut) and anything invalid before a
+// valid record makes Open fail with a *CorruptionError. Leftover *.tmp
+// files from a crash are deleted. Creating a journal writes its first
+// segment in full (SegmentSize bytes of zeros, see FS.Allocate) before
+// Open returns. On error the lock is released.
+func Open(dir string, opt Options) (_ *Log, err error) {
+	opt, err = opt.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +108,17 @@ func Open(dir string, opt Options) (*Log, error) {
 	if err := makeDir(fsys, dir); err != nil {
 		return nil, err
 	}
+	// The lock comes before anything is read or cut: a second Open must
+	// not repair a "torn tail" that is the first Log's batch in flight.
+	unlock, err := lockDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	if err := removeTemps(fsys, dir); err != nil {
 		return nil, err
 	}
@@ -119,6 +135,7 @@ func Open(dir string, opt Options) (*Log, error) {
 	l := &Log{
 		dir:      dir,
 		fsys:     fsys,
+		unlock:   unlock,
 		segSize:  opt.SegmentSize,
 		maxPay:   opt.maxPayload(),
 		nextSeq:  res.lastSeq + 1,
@@ -269,10 +286,11 @@ func (l *Log) Err() error {
 	return l.fatal
 }
 
-// Close writes and syncs everything enqueued, stops the writer and closes
+// Close writes and syncs everything enqueued, stops the writer, closes
 // the files (waiting for a segment preparation in progress, and deleting
-// an unused prepared segment). It returns the fatal error if the Log had
-// failed, ErrClosed if already closed.
+// an unused prepared segment) and then releases the directory's lock. No
+// goroutine of the Log's outlives it. It returns the fatal error if the
+// Log had failed, ErrClosed if already closed.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closing {
@@ -288,6 +306,11 @@ func (l *Log) Close() error {
 	l.flushTimer.Stop()
 	l.prep.stop()
 	err := l.cur.Close()
+	// Last: every file is closed, so the next owner finds the journal
+	// as this one left it.
+	if uerr := l.unlock(); err == nil {
+		err = uerr
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()

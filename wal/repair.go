@@ -112,9 +112,10 @@ func cutSegment(fsys FS, dir, seg string, off int64, reason string) (*TailCut, e
 // .broken file before being zeroed. Later segments are renamed last-first,
 // so a crash part way leaves a shorter but valid journal and TruncateAt can
 // simply be run again. seq may be at most LastSeq+1 (which only cuts a torn
-// tail, if any). No Log may be open on dir meanwhile.
-func TruncateAt(dir string, opt Options, seq uint64) error {
-	opt, err := opt.withDefaults()
+// tail, if any). It takes the directory's lock (see Locker) for the cut:
+// a journal a Log holds is refused with an error matching ErrLocked.
+func TruncateAt(dir string, opt Options, seq uint64) (err error) {
+	opt, err = opt.withDefaults()
 	if err != nil {
 		return err
 	}
@@ -122,6 +123,18 @@ func TruncateAt(dir string, opt Options, seq uint64) error {
 		return fmt.Errorf("wal: TruncateAt: seq 0 does not exist (seqs start at 1)")
 	}
 	fsys := opt.FS
+	if _, err := fsys.ReadDir(dir); err != nil {
+		return err // no journal there: do not create a lock file
+	}
+	unlock, err := lockDir(fsys, dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(); err == nil {
+			err = uerr
+		}
+	}()
 	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: seq})
 	if err != nil {
 		return err

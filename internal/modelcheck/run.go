@@ -62,7 +62,7 @@ func (p *proc) options(r *robot) recovery.Options {
 	if r.c.FirstTouch {
 		durability = rollback.FirstTouch
 	}
-	return recovery.Options{Dir: journalDir, NoLock: true,
+	return recovery.Options{Dir: journalDir,
 		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
 		Engine: rollback.Config{Actuators: r.registry(p), Durability: durability, Order: rollback.Retrace,
 			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond}}

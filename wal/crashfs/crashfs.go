@@ -111,6 +111,9 @@ type FS struct {
 	mu  sync.Mutex
 	cur map[string]*node // current namespace: path -> node
 	dur map[string]*node // durable namespace
+	// locks are the directories locked (wal.Locker). Like a process's
+	// flocks they die with it: the FS Crash returns holds none.
+	locks map[string]bool
 
 	ops          int // mutating calls so far
 	writes       int
@@ -499,6 +502,33 @@ func (fs *FS) crashLocked(inj Injector) *FS {
 		out.dur[p] = nn
 	}
 	return out
+}
+
+// Lock locks dir (wal.Locker) in memory: a second Lock of the same dir
+// fails with an error matching wal.ErrLocked until the first is released.
+// It is not a mutating call (not counted by Ops, never faulted or cut):
+// a lock is the process's, not the disk's, and the image Crash returns
+// holds none, as the kernel drops a dead process's flocks.
+func (fs *FS) Lock(dir string) (func() error, error) {
+	p := clean(dir)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.locks[p] {
+		return nil, fmt.Errorf("%w (%s, this process)", wal.ErrLocked, dir)
+	}
+	if fs.locks == nil {
+		fs.locks = map[string]bool{}
+	}
+	fs.locks[p] = true
+	var once sync.Once
+	return func() error {
+		once.Do(func() {
+			fs.mu.Lock()
+			delete(fs.locks, p)
+			fs.mu.Unlock()
+		})
+		return nil
+	}, nil
 }
 
 // ReadFile returns the current content of a file.
