@@ -14,7 +14,7 @@ import (
 // ErrLocked is matched (errors.Is) by the error of an Open or TruncateAt
 // on a journal that another Log — in this process or another — holds. It
 // names the directory and, when known, the holder's pid.
-var ErrLocked = errors.New("wal: journal is locked by another owner")
+var ErrLocked = errors.New("wal: journal is owned by another process (or another Log of this one)")
 
 // LockName is the lock file inside the journal directory (OSFS).
 const LockName = "LOCK"
