@@ -293,6 +293,7 @@ func (g *guard) refused(msg string, args ...any) {
 // client id is the username, and that the user may publish its will.
 func (g *guard) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	if g.pw == nil {
+		g.awaitPredecessor(cl)
 		return true
 	}
 	user := string(pk.Connect.Username)
@@ -313,7 +314,41 @@ func (g *guard) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		g.refused("mqtt connect refused: the user may not publish its will", "user", user, "will_topic", pk.Connect.WillTopic, "will_retain", pk.Connect.WillRetain, "remote", cl.Net.Remote)
 		return false
 	}
+	g.awaitPredecessor(cl)
 	return true
+}
+
+// awaitPredecessor lets an earlier connection of cl's client id finish
+// before cl's session begins. mochi (v2.7.9) races the two: the old
+// connection's clean-up checks whether it was taken over, and only then —
+// possibly after the new session has been registered — unsubscribes the
+// id's filters and deletes the id from its clients. The new session was
+// then connected but unreachable: what it subscribed to delivered nothing
+// (a controller reconnecting at once lost its replies). So an old session
+// that ends with its connection (clean) is taken over here, first, and its
+// clean-up waited for (at most a second); mochi then finds no session to
+// inherit. A persistent session is left to mochi's own takeover, whose
+// clean-up deletes nothing. Called on the new connection's goroutine, after
+// its login was checked.
+func (g *guard) awaitPredecessor(cl *mqtt.Client) {
+	old, ok := g.srv.Clients.Get(cl.ID)
+	if !ok || old == cl {
+		return
+	}
+	// Field by field: mochi writes other fields of old.Properties (its
+	// will) on old's goroutine.
+	v5, clean, expiry := old.Properties.ProtocolVersion == 5, old.Properties.Clean, old.Properties.Props.SessionExpiryInterval
+	if !(v5 && expiry == 0 || !v5 && clean) {
+		return
+	}
+	if !old.Closed() {
+		_ = g.srv.DisconnectClient(old, packets.ErrSessionTakenOver)
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cur, ok := g.srv.Clients.Get(cl.ID); !ok || cur != old {
+			return
+		}
+	}
 }
 
 // OnACLCheck is the read check (subscribe and deliver): a filter or a
