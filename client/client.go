@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
@@ -55,7 +54,8 @@ type Options struct {
 	Password string
 	// PasswordFile, when Password is empty, is a file holding only the
 	// password, such as the one the supervisor generates for the agent
-	// (<mqtt.auth.credentials_dir>/<agent>). A missing file is an error.
+	// (<mqtt.auth.credentials_dir>/<agent>): private to its owner (0600 or
+	// 0400), one line. A missing or readable-by-others file is an error.
 	PasswordFile string
 	TLS          *tls.Config // nil: the URL's default (none for tcp://)
 	// TTL is the lease TTL asked for (rounded up to a millisecond); 0: the
@@ -136,11 +136,11 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 		opt.ClientID = opt.Agent
 	}
 	if opt.Password == "" && opt.PasswordFile != "" {
-		b, err := os.ReadFile(opt.PasswordFile)
+		pw, err := secretfile.Read(opt.PasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("client: password: %w", err)
 		}
-		opt.Password = strings.TrimSpace(string(b))
+		opt.Password = pw
 	}
 	if opt.Username == "" && opt.Password != "" {
 		opt.Username = opt.Agent

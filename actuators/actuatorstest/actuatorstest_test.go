@@ -180,7 +180,7 @@ const mutantEnv = "ACTUATORSTEST_MUTANT"
 func TestMutant(t *testing.T) {
 	name := os.Getenv(mutantEnv)
 	if name == "" {
-		t.Skip("run by TestSuiteCatchesMutants")
+		t.Skip("the child-process half of TestSuiteCatchesMutants, which runs it with " + mutantEnv + " set")
 	}
 	if strings.HasPrefix(name, "supply:") {
 		actuatorstest.RunSupply(t, supplySubject(strings.TrimPrefix(name, "supply:")))
@@ -193,7 +193,7 @@ func TestMutant(t *testing.T) {
 // one promise, and the suite must fail it in the named subtest.
 func TestSuiteCatchesMutants(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs child processes")
+		t.Skip("-short: runs a child process per mutant (make test runs it)")
 	}
 	for mutant, check := range map[string]string{
 		"nan_plain":          "TestMutant/not_applied", // NaN refused without ErrNotApplied

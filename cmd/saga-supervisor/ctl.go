@@ -23,6 +23,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -366,40 +367,8 @@ func (g *ctlFlags) options() (client.Options, error) {
 	return opt, nil
 }
 
-// readCtlSecret reads a password or token file: a regular file that group
-// and others cannot access, one line (the rule the daemon's config applies).
-func readCtlSecret(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%s has mode %04o: a secret must not be accessible to group or others (chmod 600 %s)", path, perm, path)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4097))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > 4096 {
-		return "", fmt.Errorf("%s is larger than 4096 bytes: not a password or token", path)
-	}
-	s := strings.TrimRight(string(b), "\r\n")
-	switch {
-	case s == "":
-		return "", fmt.Errorf("%s is empty", path)
-	case strings.ContainsAny(s, "\r\n\x00"):
-		return "", fmt.Errorf("%s holds more than one line", path)
-	}
-	return s, nil
-}
+// readCtlSecret reads a password or token file (package secretfile).
+func readCtlSecret(path string) (string, error) { return secretfile.Read(path) }
 
 type ctlStep struct {
 	actuator string

@@ -128,6 +128,26 @@ func newHostile(t *testing.T, kind string) *hostile {
 		t.Fatalf("unknown broker kind %q", kind)
 	}
 	cfgPath := hostileConfig(t, dir, cfgBroker, listen, httpAddr)
+	h.startDaemon(t, cfgPath, httpAddr)
+	h.watch = dialWatcher(t, h.broker, arm1)
+	for i := 1; i <= hostilePool; i++ {
+		h.agents = append(h.agents, dialAgent(t, h.broker, arm1, fmt.Sprintf("a%02d", i)))
+	}
+	// The baseline: one halt sends elbow and shoulder to their safe values.
+	h.httpHalt(t, "hostile test: baseline")
+	daemontestWait(t, "the elbow at its safe value", 10*time.Second, func() bool { return h.status(t).commanded()["elbow"] == 45 })
+	h.httpReset(t)
+	h.waitReady(t)
+	h.baseline = h.status(t).commanded()
+	h.snap(t) // world, status and retained states agree
+	return h
+}
+
+// startDaemon runs the real binary on cfgPath (HTTP on httpAddr), notes
+// the config's actuators, and waits until it is ready; it is killed when
+// the test ends, its log printed if the test failed.
+func (h *hostile) startDaemon(t *testing.T, cfgPath, httpAddr string) {
+	t.Helper()
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -148,18 +168,6 @@ func newHostile(t *testing.T, kind string) *hostile {
 		}
 	})
 	h.d.waitReady()
-	h.watch = dialWatcher(t, h.broker, arm1)
-	for i := 1; i <= hostilePool; i++ {
-		h.agents = append(h.agents, dialAgent(t, h.broker, arm1, fmt.Sprintf("a%02d", i)))
-	}
-	// The baseline: one halt sends elbow and shoulder to their safe values.
-	h.httpHalt(t, "hostile test: baseline")
-	daemontestWait(t, "the elbow at its safe value", 10*time.Second, func() bool { return h.status(t).commanded()["elbow"] == 45 })
-	h.httpReset(t)
-	h.waitReady(t)
-	h.baseline = h.status(t).commanded()
-	h.snap(t) // world, status and retained states agree
-	return h
 }
 
 func lastBytes(s string, n int) string {

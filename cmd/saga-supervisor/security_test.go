@@ -244,26 +244,7 @@ func newSecure(t *testing.T, kind string) *secure {
 	if out, code := run(t, "check-config", cfgPath); code != 0 {
 		t.Fatalf("security config invalid:\n%s", out)
 	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range cfg.Actuators {
-		h.names = append(h.names, name)
-	}
-	slices.Sort(h.names)
-	h.d = &daemonProc{t: t, http: httpAddr, cfgPath: cfgPath}
-	h.d.start()
-	t.Cleanup(func() {
-		if h.d.cmd.ProcessState == nil {
-			h.d.cmd.Process.Kill()
-			h.d.cmd.Wait()
-		}
-		if t.Failed() {
-			t.Logf("daemon log (last 8 KiB):\n%s", lastBytes(h.d.out.String(), 8<<10))
-		}
-	})
-	h.d.waitReady()
+	h.startDaemon(t, cfgPath, httpAddr)
 
 	h.watch = dialWatcherAs(t, h.broker, arm1, "ctl", s.login(t, "ctl"))
 	s.planner = dialAgentAs(t, h.broker, arm1, "planner", s.pw(t, "planner"))

@@ -7,7 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 )
 
 // Login is one identity that needs a password: the credential Name (the
@@ -118,23 +119,5 @@ func credential(dir, name string) (string, error) {
 }
 
 // ReadSecret reads a file holding one password (or token) and nothing
-// else, refusing one that group or others may read, as LoadPasswords does.
-// The trailing newline is not part of it.
-func ReadSecret(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%s has mode %#o: group and others must have no access (chmod 600 %s)", path, perm, path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimRight(string(b), "\r\n")
-	if s == "" || strings.ContainsAny(s, "\r\n") {
-		return "", fmt.Errorf("%s must hold one line: the password", path)
-	}
-	return s, nil
-}
+// else, refusing one that group or others may read (package secretfile).
+func ReadSecret(path string) (string, error) { return secretfile.Read(path) }
