@@ -17,8 +17,8 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
-	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
+	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
