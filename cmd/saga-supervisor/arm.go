@@ -5,6 +5,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -52,6 +53,6 @@ func showWorld(path string) error {
 		return err
 	}
 	defer w.Close()
-	fmt.Print(indent(w.Format()))
+	fmt.Print(cli.Indent(w.Format()))
 	return nil
 }

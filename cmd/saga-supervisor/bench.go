@@ -20,6 +20,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
@@ -88,7 +89,7 @@ type benchResult struct {
 }
 
 func runBench(args []string, w io.Writer) (err error) {
-	fs := newFlags("bench")
+	fs := cli.NewFlags("bench")
 	dirFlag := fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
 	n := fs.Int("n", 2000, "samples per measurement")
 	asJSON := fs.Bool("json", false, "print the results as one JSON object")
@@ -103,13 +104,13 @@ func runBench(args []string, w io.Writer) (err error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if fs.NArg() > 0 {
-		return exitWith(2, "unexpected argument %q", fs.Arg(0))
+		return cli.Exit(2, "unexpected argument %q", fs.Arg(0))
 	}
 	if *n < 1 {
-		return exitWith(2, "--n must be at least 1")
+		return cli.Exit(2, "--n must be at least 1")
 	}
 	if *broker != "" {
 		*mqttFlag = true
@@ -117,15 +118,15 @@ func runBench(args []string, w io.Writer) (err error) {
 	if *mqttFlag {
 		switch {
 		case *halts < 1:
-			return exitWith(2, "--halts must be at least 1")
+			return cli.Exit(2, "--halts must be at least 1")
 		case *agents < 1 || *agents > 1000:
-			return exitWith(2, "--agents must be 1..1000")
+			return cli.Exit(2, "--agents must be 1..1000")
 		case *agentsTime <= 0:
-			return exitWith(2, "--agents-time must be positive")
+			return cli.Exit(2, "--agents-time must be positive")
 		case !(*floodRate >= 0):
-			return exitWith(2, "--flood-rate must be 0 or more")
+			return cli.Exit(2, "--flood-rate must be 0 or more")
 		case *haltTopic != "estop" && *haltTopic != "cmd":
-			return exitWith(2, "--halt-topic must be estop or cmd")
+			return cli.Exit(2, "--halt-topic must be estop or cmd")
 		}
 	}
 	parent := *dirFlag
@@ -133,11 +134,11 @@ func runBench(args []string, w io.Writer) (err error) {
 		parent = os.TempDir()
 	}
 	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
-		return exitWith(2, "cannot measure in %s: %v", parent, errOr(err, "not a directory"))
+		return cli.Exit(2, "cannot measure in %s: %v", parent, cli.ErrOr(err, "not a directory"))
 	}
 	dir, err := os.MkdirTemp(parent, "saga-bench-")
 	if err != nil {
-		return exitWith(2, "cannot measure in %s: %v", parent, err)
+		return cli.Exit(2, "cannot measure in %s: %v", parent, err)
 	}
 	defer func() {
 		if rerr := os.RemoveAll(dir); rerr != nil {
@@ -177,7 +178,7 @@ func runBench(args []string, w io.Writer) (err error) {
 		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
 		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
 			if ctx.Err() != nil {
-				return exitWith(130, "interrupted")
+				return cli.Exit(130, "interrupted")
 			}
 			return err
 		}
@@ -194,7 +195,7 @@ func runBench(args []string, w io.Writer) (err error) {
 	res := &benchResult{Dir: dir, Disk: disk, Warning: warning, N: *n, RecordBytes: benchRecordSize}
 	if err := measureAll(ctx, res, prog); err != nil {
 		if ctx.Err() != nil {
-			return exitWith(130, "interrupted")
+			return cli.Exit(130, "interrupted")
 		}
 		return err
 	}

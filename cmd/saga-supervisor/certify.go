@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
@@ -21,7 +22,7 @@ func runCertify(args []string, w io.Writer) error {
 	}
 	rep, broken, err := checkJournal(dir)
 	if err != nil {
-		return exitWith(2, "cannot read journal %s: %v", dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
 	var fails []string
 	if broken != nil {
@@ -30,7 +31,7 @@ func runCertify(args []string, w io.Writer) error {
 	h, herr := readHistory(dir)
 	var ce *wal.CorruptionError
 	if herr != nil && !errors.As(herr, &ce) {
-		return exitWith(2, "cannot read journal %s: %v", dir, herr)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, herr)
 	}
 	committed, clean := 0, 0
 	for _, s := range h.Sagas {
@@ -48,7 +49,7 @@ func runCertify(args []string, w io.Writer) error {
 		for _, f := range fails {
 			fmt.Fprintln(w, "FAIL:", f)
 		}
-		return &exitError{code: 1, err: fmt.Errorf("%d sagas or journal problems fail certification", len(fails))}
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d sagas or journal problems fail certification", len(fails))}
 	}
 	fmt.Fprintln(w, "PASS: every saga committed or was unwound clean")
 	return nil
@@ -78,9 +79,9 @@ func certifyFailure(s *rollback.SagaHistory) string {
 
 // runGuarantees prints what is enforced, guaranteed and not claimed.
 func runGuarantees(args []string, w io.Writer) error {
-	fs := newFlags("guarantees")
+	fs := cli.NewFlags("guarantees")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

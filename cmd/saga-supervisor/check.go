@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/modelcheck"
 )
 
@@ -21,28 +22,28 @@ func runCheck(args []string, stdout io.Writer) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cases run in parallel")
 	durability := fs.String("durability", "every-step", "every-step, or both: also every case in first-touch durability")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if *caseID != "" {
 		c, err := modelcheck.ParseCase(*caseID)
 		if err != nil {
-			return exitWith(2, "%v", err)
+			return cli.Exit(2, "%v", err)
 		}
 		o := modelcheck.Run(c)
 		fmt.Fprint(stdout, o)
 		if !o.OK() {
-			return exitWith(1, "case %s violates %d invariants", c, len(o.Violations))
+			return cli.Exit(1, "case %s violates %d invariants", c, len(o.Violations))
 		}
 		return nil
 	}
 	if *maxSteps < 1 || *maxSteps > 12 {
-		return exitWith(2, "check: --max-steps must be 1..12")
+		return cli.Exit(2, "check: --max-steps must be 1..12")
 	}
 	if *sagas != 1 && *sagas != 2 {
-		return exitWith(2, "check: --sagas must be 1 or 2")
+		return cli.Exit(2, "check: --sagas must be 1 or 2")
 	}
 	if *durability != "every-step" && *durability != "both" {
-		return exitWith(2, "check: --durability must be every-step or both")
+		return cli.Exit(2, "check: --durability must be every-step or both")
 	}
 	fmt.Fprintf(stdout, "model check: the real engine, journal and recovery on simulated actuators and a crash-simulating file system\n")
 	fmt.Fprintf(stdout, "bound: sagas of 1..%d steps", *maxSteps)
@@ -64,7 +65,7 @@ func runCheck(args []string, stdout io.Writer) error {
 	if len(res.Failed) > 0 {
 		o := res.Failed[0]
 		fmt.Fprintf(stdout, "\nfirst counterexample:\n%s\nreplay: saga-supervisor check --case %s\n\n", o, o.Case)
-		return exitWith(1, "check: %d of %d cases violate an invariant", len(res.Failed), res.Cases)
+		return cli.Exit(1, "check: %d of %d cases violate an invariant", len(res.Failed), res.Cases)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -140,14 +141,14 @@ func ctlParse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func ctlFlagSet(name string) *flag.FlagSet {
-	fs := newFlags(name)
+	fs := cli.NewFlags(name)
 	fs.SetOutput(io.Discard) // the error is returned and printed once
 	fs.Usage = func() {}
 	return fs
 }
 
 func ctlUsageErr(err error) error {
-	return exitWith(2, "%v (saga-supervisor ctl -h for help)", err)
+	return cli.Exit(2, "%v (saga-supervisor ctl -h for help)", err)
 }
 
 // runCtl is `saga-supervisor ctl`.
@@ -431,9 +432,9 @@ func (o *ctlOut) fail(what string, err error) error {
 	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
-		return exitWith(1, "%s refused: %s: %s", what, ce.Code, ce.Message)
+		return cli.Exit(1, "%s refused: %s: %s", what, ce.Code, ce.Message)
 	}
-	return exitWith(1, "%s: %v", what, err)
+	return cli.Exit(1, "%s: %v", what, err)
 }
 
 // ctlCleanupCtx is a context for the last words (abort, bye) after ctx was
@@ -459,7 +460,7 @@ func ctlStatus(ctx context.Context, opt client.Options, out *ctlOut) error {
 	}
 	var st supervisor.Status
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return exitWith(1, "status: cannot read the supervisor's status %s: %v", raw, err)
+		return cli.Exit(1, "status: cannot read the supervisor's status %s: %v", raw, err)
 	}
 	ctlWriteStatus(out.w, &st)
 	return nil
@@ -635,7 +636,7 @@ func ctlRunSaga(ctx context.Context, opt client.Options, out *ctlOut, steps []ct
 		if err == nil {
 			return nil
 		}
-		return exitWith(1, "run-saga: %v", err)
+		return cli.Exit(1, "run-saga: %v", err)
 	}
 
 	c, err := client.Dial(ctx, opt)
@@ -752,7 +753,7 @@ func ctlKeygen(w io.Writer, out string) error {
 	}
 	pub, priv, err := approval.GenerateKey()
 	if err != nil {
-		return exitWith(1, "keygen: %v", err)
+		return cli.Exit(1, "keygen: %v", err)
 	}
 	host, _ := os.Hostname()
 	comment := "operator"
@@ -760,7 +761,7 @@ func ctlKeygen(w io.Writer, out string) error {
 		comment = u + "@" + host
 	}
 	if err := approval.WriteKeyPair(out, pub, priv, comment); err != nil {
-		return exitWith(1, "keygen: %v", err)
+		return cli.Exit(1, "keygen: %v", err)
 	}
 	fmt.Fprintf(w, "private key: %s (mode 0600: keep it secret)\npublic key:  %s.pub (key id %s): list it in approvals.public_keys\n",
 		out, out, approval.KeyID(pub))
@@ -792,7 +793,7 @@ func ctlApprove(w io.Writer, device, keyFile, actuator string, value float64, sa
 	tok, err := approval.Sign(priv, approval.Claims{Device: device, Actuator: actuator, Value: value, Saga: saga,
 		NotBefore: now, NotAfter: now.Add(ttl)})
 	if err != nil {
-		return exitWith(1, "approve: %v", err)
+		return cli.Exit(1, "approve: %v", err)
 	}
 	fmt.Fprintln(w, tok)
 	return nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
@@ -79,12 +81,12 @@ func errText(err error) string {
 
 // exitCode is the status main would exit with.
 func exitCode(err error) int {
-	var ee *exitError
+	var ee *cli.ExitError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	}
 	return 1
 }

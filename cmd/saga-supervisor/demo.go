@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
@@ -33,10 +34,10 @@ var pick = []demoMove{{"base", 45}, {"shoulder", 60}, {"elbow", 90}, {"gripper",
 const settle = 300 * time.Millisecond
 
 func runDemo(args []string, w io.Writer) error {
-	fs := newFlags("demo")
+	fs := cli.NewFlags("demo")
 	keep := fs.String("dir", "", "directory for the demo's files (default: a new temporary directory)")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	dir := *keep
 	if dir == "" {
@@ -70,10 +71,10 @@ func runDemo(args []string, w io.Writer) error {
 	fmt.Fprintln(w, "\n== The journal")
 	var out strings.Builder
 	if err := runVerify([]string{"--wal", journal}, &out); err != nil {
-		fmt.Fprint(w, indent(out.String()))
+		fmt.Fprint(w, cli.Indent(out.String()))
 		return fmt.Errorf("verify failed on the demo journal: %w", err)
 	}
-	fmt.Fprintf(w, "$ saga-supervisor verify --wal %s\n%s", journal, indent(out.String()))
+	fmt.Fprintf(w, "$ saga-supervisor verify --wal %s\n%s", journal, cli.Indent(out.String()))
 	fmt.Fprintf(w, "Draw every saga and its unwind (Mermaid):\n    saga-supervisor graph --wal %s\n", journal)
 	return nil
 }
@@ -212,7 +213,7 @@ func demoActIII(w io.Writer, journal, world string) error {
 
 // showWorldLive prints the world of an arm this process still holds open.
 func showWorldLive(a *arm) error {
-	fmt.Print(indent(a.world.Format()))
+	fmt.Print(cli.Indent(a.world.Format()))
 	return nil
 }
 
@@ -261,7 +262,7 @@ func demoActIV(w io.Writer, journal, world string) error {
 	rec := exec.Command(self, "recover", "--wal", journal, "--world", world)
 	rec.Stderr = os.Stderr
 	recOut, err := rec.Output()
-	fmt.Fprint(w, indent(string(recOut)))
+	fmt.Fprint(w, cli.Indent(string(recOut)))
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -273,7 +274,7 @@ func demoActIV(w io.Writer, journal, world string) error {
 // runDemoChild is Act IV's supervisor process: it runs the pick until the
 // gripper's effect, which hangs (having moved), and waits to be killed.
 func runDemoChild(args []string, w io.Writer) error {
-	fs := newFlags("demo-child")
+	fs := cli.NewFlags("demo-child")
 	journal := fs.String("wal", "", "")
 	world := fs.String("world", "", "")
 	if err := fs.Parse(args); err != nil {

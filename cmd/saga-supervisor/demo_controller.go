@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/daemon"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -70,7 +72,7 @@ func demoActV(w io.Writer, dir string) error {
 	}
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world, mid-saga:")
-	fmt.Fprint(w, indent(d.Built.World.Format()))
+	fmt.Fprint(w, cli.Indent(d.Built.World.Format()))
 	killed := time.Now()
 	child.Process.Signal(syscall.SIGKILL)
 	fmt.Fprintf(w, "  kill -9 %d\n", child.Process.Pid)
@@ -106,14 +108,14 @@ func demoActV(w io.Writer, dir string) error {
 	fmt.Fprintln(w, "(A controller that hangs instead of dying loses its lease when the 1 s TTL runs out.)")
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows the arm back where the controller found it:")
-	fmt.Fprint(w, indent(d.Built.World.Format()))
+	fmt.Fprint(w, cli.Indent(d.Built.World.Format()))
 	return nil
 }
 
 // runDemoController is Act V's controller process: it moves the arm in a
 // saga over MQTT and then waits, holding its lease, to be killed.
 func runDemoController(args []string, w io.Writer) error {
-	fs := newFlags("demo-controller")
+	fs := cli.NewFlags("demo-controller")
 	broker := fs.String("broker", "", "")
 	device := fs.String("device", "arm1", "")
 	passwordFile := fs.String("password-file", "", "")

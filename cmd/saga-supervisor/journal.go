@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -39,16 +40,16 @@ func checkJournal(dir string) (wal.VerifyReport, *wal.CorruptionError, error) {
 // journalArg parses the --wal DIR flag of a command that reads a journal;
 // a missing or unreadable directory is exit 2.
 func journalArg(name string, args []string) (string, error) {
-	fs := newFlags(name)
+	fs := cli.NewFlags(name)
 	dir := fs.String("wal", "", "journal directory")
 	if err := fs.Parse(args); err != nil {
-		return "", exitWith(2, "%v", err)
+		return "", cli.Exit(2, "%v", err)
 	}
 	if *dir == "" {
-		return "", exitWith(2, "--wal DIR is required")
+		return "", cli.Exit(2, "--wal DIR is required")
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return "", exitWith(2, "cannot read journal %s: %v", *dir, errOr(err, "not a directory"))
+		return "", cli.Exit(2, "cannot read journal %s: %v", *dir, cli.ErrOr(err, "not a directory"))
 	}
 	return *dir, nil
 }
@@ -60,13 +61,13 @@ func runVerify(args []string, w io.Writer) error {
 	}
 	rep, broken, err := checkJournal(dir)
 	if err != nil {
-		return exitWith(2, "cannot read journal %s: %v", dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
 	if broken != nil {
 		fmt.Fprintf(w, "BROKEN: %d records verified, then record seq %d in segment %s at offset %d: %s\n",
 			rep.Records, broken.Seq, broken.Segment, broken.Offset, broken.Reason)
 		fmt.Fprintln(w, "The supervisor will refuse to start on this journal. Keep a copy; only an operator truncates it.")
-		return &exitError{code: 1, err: errors.New("journal broken")}
+		return &cli.ExitError{Code: 1, Err: errors.New("journal broken")}
 	}
 	fmt.Fprintf(w, "OK: %d records in %d segments, chain intact, last seq %d, head %x\n",
 		rep.Records, rep.Segments, rep.LastSeq, rep.LastHash[:8])
@@ -77,40 +78,33 @@ func runVerify(args []string, w io.Writer) error {
 	return nil
 }
 
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return s
-}
-
 func runGraph(args []string, w io.Writer) error {
-	fs := newFlags("graph")
+	fs := cli.NewFlags("graph")
 	dir := fs.String("wal", "", "journal directory")
 	sagaID := fs.String("saga", "", "draw only this saga")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if *dir == "" {
-		return exitWith(2, "--wal DIR is required")
+		return cli.Exit(2, "--wal DIR is required")
 	}
 	h, err := readHistory(*dir)
 	var ce *wal.CorruptionError
 	if err != nil && !errors.As(err, &ce) {
-		return exitWith(2, "cannot read journal %s: %v", *dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
 	}
 	sagas := h.Sagas
 	if *sagaID != "" {
 		id, perr := strconv.ParseUint(*sagaID, 10, 64)
 		s := h.Saga(id)
 		if perr != nil || s == nil {
-			return exitWith(1, "no saga %q in the journal", *sagaID)
+			return cli.Exit(1, "no saga %q in the journal", *sagaID)
 		}
 		sagas = []*rollback.SagaHistory{s}
 	}
 	writeMermaid(w, sagas)
 	if ce != nil {
-		return exitWith(1, "journal broken at seq %d (%s): drawn up to there only", ce.Seq, ce.Reason)
+		return cli.Exit(1, "journal broken at seq %d (%s): drawn up to there only", ce.Seq, ce.Reason)
 	}
 	return nil
 }
@@ -131,14 +125,14 @@ func readHistory(dir string) (*rollback.History, error) {
 }
 
 func runRecover(args []string, w io.Writer) error {
-	fs := newFlags("recover")
+	fs := cli.NewFlags("recover")
 	dir := fs.String("wal", "", "journal directory")
 	world := fs.String("world", "", "the simulated arm's world file")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if *dir == "" || *world == "" {
-		return exitWith(2, "--wal DIR and --world FILE are required")
+		return cli.Exit(2, "--wal DIR and --world FILE are required")
 	}
 	a, err := openArm(*world, nil)
 	if err != nil {
@@ -152,7 +146,7 @@ func runRecover(args []string, w io.Writer) error {
 	defer res.Close()
 	printRecovery(w, res)
 	if !res.Clean() {
-		return exitWith(1, "recovery finished, but not every unwind was clean")
+		return cli.Exit(1, "recovery finished, but not every unwind was clean")
 	}
 	return nil
 }

@@ -8,27 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// exitError carries a process exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
-func exitWith(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
-}
-
 type command struct {
 	name, args, help string
-	run              func(args []string, stdout io.Writer) error
+	run              cli.Command
 	hidden           bool
 }
 
@@ -82,31 +71,13 @@ func main() {
 			if err == nil {
 				return
 			}
-			code := 1
-			var ee *exitError
-			if errors.As(err, &ee) {
-				code = ee.code
-			}
-			if errors.Is(err, flag.ErrHelp) {
-				code = 0
-			} else {
+			if !errors.Is(err, flag.ErrHelp) {
 				fmt.Fprintf(os.Stderr, "saga-supervisor %s: %v\n", name, err)
 			}
-			os.Exit(code)
+			os.Exit(cli.Status(err))
 		}
 	}
 	fmt.Fprintf(os.Stderr, "saga-supervisor: unknown command %q\n\n", name)
 	usage(os.Stderr)
 	os.Exit(2)
-}
-
-// newFlags makes a flag set that returns errors instead of exiting.
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("saga-supervisor "+name, flag.ContinueOnError)
-	return fs
-}
-
-func indent(s string) string {
-	s = strings.TrimRight(s, "\n")
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
 }

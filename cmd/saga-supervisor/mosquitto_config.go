@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
 )
@@ -17,7 +18,7 @@ import (
 // needs, added if missing), their clear passwords for distribution, the
 // ACL, and a mosquitto.conf that uses them.
 func runMosquittoConfig(args []string, w io.Writer) error {
-	fs := newFlags("mosquitto-config")
+	fs := cli.NewFlags("mosquitto-config")
 	cfgPath := fs.String("config", "", "the supervisor's configuration (default: the embedded default)")
 	out := fs.String("out", "", "directory to write passwd, saga.acl, mosquitto.conf and credentials/ into (required)")
 	listen := fs.String("listen", "127.0.0.1:1883", "the plain listener's address (host:port); \"\" for none (TLS only)")
@@ -25,13 +26,13 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "the broker's certificate (PEM), for --tls-port")
 	tlsKey := fs.String("tls-key", "", "the broker's private key (PEM), for --tls-port")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if *out == "" {
-		return exitWith(2, "mosquitto-config: --out DIR is required")
+		return cli.Exit(2, "mosquitto-config: --out DIR is required")
 	}
 	if (*tlsPort != 0) != (*tlsCert != "" && *tlsKey != "") {
-		return exitWith(2, "mosquitto-config: --tls-port, --tls-cert and --tls-key go together")
+		return cli.Exit(2, "mosquitto-config: --tls-port, --tls-cert and --tls-key go together")
 	}
 	cfg := config.Default()
 	if *cfgPath != "" {
@@ -39,15 +40,15 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 		// yet — this command writes it.
 		data, err := os.ReadFile(*cfgPath)
 		if err != nil {
-			return exitWith(2, "%v", err)
+			return cli.Exit(2, "%v", err)
 		}
 		if cfg, err = config.ParseLayout(data, *cfgPath); err != nil {
-			return exitWith(1, "%v", err)
+			return cli.Exit(1, "%v", err)
 		}
 	}
 	pol := brokerauth.Policy(cfg)
 	if err := pol.Validate(); err != nil {
-		return exitWith(1, "%v", err)
+		return cli.Exit(1, "%v", err)
 	}
 	if err := os.MkdirAll(*out, 0o700); err != nil {
 		return err
@@ -59,7 +60,7 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	passwd, creds, acl := filepath.Join(dir, "passwd"), filepath.Join(dir, "credentials"), filepath.Join(dir, "saga.acl")
 	added, err := access.EnsureLogins(passwd, creds, brokerauth.Logins(cfg))
 	if err != nil {
-		return exitWith(1, "%v", err)
+		return cli.Exit(1, "%v", err)
 	}
 	if err := os.WriteFile(acl, []byte(pol.MosquittoACL()), 0o600); err != nil {
 		return err

@@ -35,6 +35,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
@@ -1051,7 +1052,7 @@ type proveSummary struct {
 }
 
 func runProve(args []string, w io.Writer) error {
-	fs := newFlags("prove")
+	fs := cli.NewFlags("prove")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	walDir := fs.String("wal-dir", "", "keep each probe's journal under this directory (new or empty), for verify, graph and certify")
 	permanent := fs.Bool("permanent-compensation-failures", false, "also probe compensations that never succeed (expected DIRTY)")
@@ -1064,28 +1065,28 @@ func runProve(args []string, w io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if fs.NArg() == 0 {
-		return exitWith(2, "usage: saga-supervisor prove [flags] SCENARIO.yaml")
+		return cli.Exit(2, "usage: saga-supervisor prove [flags] SCENARIO.yaml")
 	}
 	file := fs.Arg(0)
 	if err := fs.Parse(fs.Args()[1:]); err != nil { // flags may follow the file
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if fs.NArg() > 0 {
-		return exitWith(2, "one scenario at a time (extra arguments: %v)", fs.Args())
+		return cli.Exit(2, "one scenario at a time (extra arguments: %v)", fs.Args())
 	}
 	if *timeout <= 0 || *timeout > proveCallBound {
-		return exitWith(2, "--driver-timeout must be in (0, %s]", proveCallBound)
+		return cli.Exit(2, "--driver-timeout must be in (0, %s]", proveCallBound)
 	}
 	sc, cfg, err := loadScenario(file)
 	if err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	root, cleanup, err := proveDir(*walDir)
 	if err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	defer cleanup()
 
@@ -1093,7 +1094,7 @@ func runProve(args []string, w io.Writer) error {
 	if err := pr.dryRun(); err != nil {
 		var bad *badScenario
 		if errors.As(err, &bad) {
-			return exitWith(2, "%v", err)
+			return cli.Exit(2, "%v", err)
 		}
 		return err
 	}
@@ -1148,7 +1149,7 @@ func runProve(args []string, w io.Writer) error {
 		printProve(w, rep, pr)
 	}
 	if rep.Summary.Clean != rep.Summary.Probes {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d probes are not CLEAN", rep.Summary.Probes-rep.Summary.Clean, rep.Summary.Probes)}
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d of %d probes are not CLEAN", rep.Summary.Probes-rep.Summary.Clean, rep.Summary.Probes)}
 	}
 	return nil
 }
@@ -1221,7 +1222,7 @@ func printProve(w io.Writer, rep *proveReport, pr *prober) {
 	for _, p := range rep.Probes {
 		if p.Verdict == verdictDisagrees {
 			fmt.Fprintf(w, "\n%s: step %d %s → %g, %s: %s\n", p.Verdict, p.Step, p.Actuator, p.Value, p.Shape, p.Why)
-			fmt.Fprint(w, indent(probeViews(p)))
+			fmt.Fprint(w, cli.Indent(probeViews(p)))
 		}
 	}
 	s := rep.Summary

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -326,9 +327,9 @@ func TestProveBadScenario(t *testing.T) {
 			var stdout bytes.Buffer
 			err := runProve([]string{path}, &stdout)
 			code := 0
-			var ee *exitError
+			var ee *cli.ExitError
 			if errors.As(err, &ee) {
-				code = ee.code
+				code = ee.Code
 			}
 			check(t, "in-process", path, line, tt.want, fmt.Sprint(err)+stdout.String(), code)
 			if tt.binary {
@@ -338,8 +339,8 @@ func TestProveBadScenario(t *testing.T) {
 		})
 	}
 	for _, args := range [][]string{{}, {filepath.Join(dir, "none.yaml")}, {"--driver-timeout", "0s", cleanScenario}, {cleanScenario, "extra.yaml"}} {
-		var ee *exitError
-		if err := runProve(args, io.Discard); !errors.As(err, &ee) || ee.code != 2 {
+		var ee *cli.ExitError
+		if err := runProve(args, io.Discard); !errors.As(err, &ee) || ee.Code != 2 {
 			t.Errorf("prove %v: %v, want exit 2", args, err)
 		}
 	}

@@ -16,21 +16,22 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // runRun is the daemon: the product's main job.
 func runRun(args []string, w io.Writer) error {
-	fs := newFlags("run")
+	fs := cli.NewFlags("run")
 	cfgPath := fs.String("config", "", "configuration file (default: the embedded default — sim arm, in-process broker)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return exitWith(2, "--log-level: %v", err)
+		return cli.Exit(2, "--log-level: %v", err)
 	}
 	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
@@ -39,7 +40,7 @@ func runRun(args []string, w io.Writer) error {
 	if *cfgPath != "" {
 		var err error
 		if cfg, err = config.Load(*cfgPath); err != nil {
-			return exitWith(1, "%v", err)
+			return cli.Exit(1, "%v", err)
 		}
 		source = *cfgPath
 	}
@@ -116,21 +117,21 @@ func watchdog(lg *slog.Logger) func() {
 
 // runCheckConfig validates a configuration file.
 func runCheckConfig(args []string, w io.Writer) error {
-	fs := newFlags("check-config")
+	fs := cli.NewFlags("check-config")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if fs.NArg() != 1 {
-		return exitWith(2, "usage: saga-supervisor check-config FILE")
+		return cli.Exit(2, "usage: saga-supervisor check-config FILE")
 	}
 	cfg, err := config.Load(fs.Arg(0))
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
-			return exitWith(2, "%v", err)
+			return cli.Exit(2, "%v", err)
 		}
 		fmt.Fprintln(w, err)
-		return exitWith(1, "%s is not valid", fs.Arg(0))
+		return cli.Exit(1, "%s is not valid", fs.Arg(0))
 	}
 	for _, warn := range cfg.Warnings() {
 		fmt.Fprintln(w, "warning:", warn)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim/mcu"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 )
 
 // runSimMCU is the hidden `sim-mcu` command: a simulated microcontroller on
@@ -40,10 +41,10 @@ func runSimMCU(args []string, stdout io.Writer) error {
 	supplies := fs.String("supplies", "12", "initial volts of each supply, comma separated")
 	maxDur := fs.Duration("max-duration", mcu.DefaultMaxDuration, "the board's link watchdog")
 	if err := fs.Parse(args); err != nil {
-		return exitWith(2, "%v", err)
+		return cli.Exit(2, "%v", err)
 	}
 	if *port == "" {
-		return exitWith(2, "sim-mcu: --port is required")
+		return cli.Exit(2, "sim-mcu: --port is required")
 	}
 	opts := mcu.Options{MaxDuration: *maxDur}
 	for _, c := range strings.Split(*channels, ",") {
@@ -53,25 +54,25 @@ func runSimMCU(args []string, stdout io.Writer) error {
 		} else if v, err := strconv.ParseFloat(c, 64); err == nil {
 			spec.Safe = v
 		} else {
-			return exitWith(2, "sim-mcu: channel safe value %q: %v", c, err)
+			return cli.Exit(2, "sim-mcu: channel safe value %q: %v", c, err)
 		}
 		opts.Channels = append(opts.Channels, spec)
 	}
 	for _, s := range strings.Split(*supplies, ",") {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return exitWith(2, "sim-mcu: supply volts %q: %v", s, err)
+			return cli.Exit(2, "sim-mcu: supply volts %q: %v", s, err)
 		}
 		opts.Supplies = append(opts.Supplies, v)
 	}
 	m, err := mcu.New(opts)
 	if err != nil {
-		return exitWith(2, "sim-mcu: %v", err)
+		return cli.Exit(2, "sim-mcu: %v", err)
 	}
 	defer m.Close()
 	ln, err := net.Listen("tcp", *control)
 	if err != nil {
-		return exitWith(1, "sim-mcu: control: %v", err)
+		return cli.Exit(1, "sim-mcu: control: %v", err)
 	}
 	fmt.Fprintf(stdout, "sim-mcu control on http://%s\n", ln.Addr())
 	srv := &http.Server{Handler: simMCUControl(m, len(opts.Channels), len(opts.Supplies)), ReadHeaderTimeout: 5 * time.Second}
