@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/demo"
+	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -29,18 +31,18 @@ func init() {
 		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
 		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: runCtl},
-		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: runDemo},
-		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain; exit 0 intact, 1 broken (first broken record named), 2 unreadable", run: runVerify},
-		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: runGraph},
-		{name: "certify", args: "--wal DIR", help: "exit 0 only if every saga committed or unwound clean; 1 if any is open, in doubt or partial", run: runCertify},
+		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: demo.Run},
+		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain; exit 0 intact, 1 broken (first broken record named), 2 unreadable", run: journaltool.Verify},
+		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: journaltool.Graph},
+		{name: "certify", args: "--wal DIR", help: "exit 0 only if every saga committed or unwound clean; 1 if any is open, in doubt or partial", run: journaltool.Certify},
 		{name: "check", args: "[--max-steps N] [--sagas K]", help: "model-check the real engine: every fault, in-doubt, compensation-failure and crash case up to N steps; exit 1 with a replayable counterexample", run: runCheck},
 		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: runProve},
-		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: runGuarantees},
-		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: runRecover},
+		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: journaltool.Guarantees},
+		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
 		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor", run: runBench},
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
-		{name: "demo-child", hidden: true, run: runDemoChild},
-		{name: "demo-controller", hidden: true, run: runDemoController},
+		{name: "demo-child", hidden: true, run: demo.Child},
+		{name: "demo-controller", hidden: true, run: demo.Controller},
 		{name: "sim-mcu", hidden: true, run: runSimMCU},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -239,12 +240,12 @@ func TestProvePermanentAndKeptJournals(t *testing.T) {
 		// certify in-process: the same code as the command, without a
 		// process start per journal.
 		var out bytes.Buffer
-		err := runCertify([]string{"--wal", p.Journal}, &out)
+		err := journaltool.Certify([]string{"--wal", p.Journal}, &out)
 		if passed := err == nil; passed != (p.Verdict == verdictClean) {
 			t.Errorf("certify on the journal of a %s probe (step %d %s): %v\n%s", p.Verdict, p.Step, p.Shape, err, out.String())
 		}
 		if strings.HasPrefix(p.Shape, "crash-") {
-			h, err := readHistory(p.Journal)
+			h, err := journaltool.ReadHistory(p.Journal)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
+	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -630,7 +631,7 @@ func (tt *torture) deadChecks(r int) {
 	tt.stats.records, tt.stats.segments = rep.Records, rep.Segments
 	if r%10 == 0 {
 		var out bytes.Buffer
-		if err := runVerify([]string{"--wal", tt.journal}, &out); err != nil {
+		if err := journaltool.Verify([]string{"--wal", tt.journal}, &out); err != nil {
 			tt.violate("after the kill `verify --wal` fails: %v\n%s", err, out.String())
 			return
 		}
@@ -768,7 +769,7 @@ func (tt *torture) readyChecks(r int) {
 	}
 	if r%10 == 0 {
 		var out bytes.Buffer
-		if err := runCertify([]string{"--wal", tt.journal}, &out); err != nil {
+		if err := journaltool.Certify([]string{"--wal", tt.journal}, &out); err != nil {
 			tt.violate("after recovery `certify --wal` fails: %v\n%s", err, out.String())
 		}
 	}

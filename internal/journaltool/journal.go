@@ -1,4 +1,8 @@
-package main
+// Package journaltool holds the commands that read a journal after the
+// fact: verify (the hash chain), graph (sagas and their unwinds as a Mermaid
+// flowchart), certify (every saga committed or unwound clean), recover (take
+// the journal over on the simulated arm) and guarantees.
+package journaltool
 
 import (
 	"errors"
@@ -8,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/simarm"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -54,7 +59,8 @@ func journalArg(name string, args []string) (string, error) {
 	return *dir, nil
 }
 
-func runVerify(args []string, w io.Writer) error {
+// Verify is `verify --wal DIR`: it checks the journal's hash chain.
+func Verify(args []string, w io.Writer) error {
 	dir, err := journalArg("verify", args)
 	if err != nil {
 		return err
@@ -78,7 +84,8 @@ func runVerify(args []string, w io.Writer) error {
 	return nil
 }
 
-func runGraph(args []string, w io.Writer) error {
+// Graph is `graph --wal DIR [--saga ID]`: sagas as a Mermaid flowchart.
+func Graph(args []string, w io.Writer) error {
 	fs := cli.NewFlags("graph")
 	dir := fs.String("wal", "", "journal directory")
 	sagaID := fs.String("saga", "", "draw only this saga")
@@ -88,7 +95,7 @@ func runGraph(args []string, w io.Writer) error {
 	if *dir == "" {
 		return cli.Exit(2, "--wal DIR is required")
 	}
-	h, err := readHistory(*dir)
+	h, err := ReadHistory(*dir)
 	var ce *wal.CorruptionError
 	if err != nil && !errors.As(err, &ce) {
 		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
@@ -109,9 +116,9 @@ func runGraph(args []string, w io.Writer) error {
 	return nil
 }
 
-// readHistory reads every record of a journal into a History. A corrupt
+// ReadHistory reads every record of a journal into a History. A corrupt
 // journal returns what was read before the break and the error.
-func readHistory(dir string) (*rollback.History, error) {
+func ReadHistory(dir string) (*rollback.History, error) {
 	h := rollback.NewHistory()
 	err := wal.Scan(dir, wal.Options{}, 1, func(r wal.Record) error {
 		rec, err := rollback.DecodeRecord(r.Type, r.Payload)
@@ -124,7 +131,9 @@ func readHistory(dir string) (*rollback.History, error) {
 	return h, err
 }
 
-func runRecover(args []string, w io.Writer) error {
+// Recover is `recover --wal DIR --world FILE`: it takes the journal over
+// and finishes every open saga on the simulated arm.
+func Recover(args []string, w io.Writer) error {
 	fs := cli.NewFlags("recover")
 	dir := fs.String("wal", "", "journal directory")
 	world := fs.String("world", "", "the simulated arm's world file")
@@ -134,12 +143,12 @@ func runRecover(args []string, w io.Writer) error {
 	if *dir == "" || *world == "" {
 		return cli.Exit(2, "--wal DIR and --world FILE are required")
 	}
-	a, err := openArm(*world, nil)
+	a, err := simarm.Open(*world, nil)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	res, err := recovery.Open(recovery.Options{Dir: *dir, Engine: rollback.Config{Actuators: a.reg, Supplies: a.supplies}})
+	res, err := recovery.Open(recovery.Options{Dir: *dir, Engine: rollback.Config{Actuators: a.Registry, Supplies: a.Supplies}})
 	if err != nil {
 		return err
 	}

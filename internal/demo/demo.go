@@ -1,4 +1,10 @@
-package main
+// Package demo is `saga-supervisor demo`: the supervisor shown on a
+// simulated arm in five acts (no supervisor; a fault unwound; a failed
+// compensation; the supervisor killed mid-step and recovered by a new
+// process; the controller killed mid-saga), and the two helper processes
+// it starts by running its own executable again: demo-child (Act IV's
+// supervisor) and demo-controller (Act V's controller).
+package demo
 
 import (
 	"bufio"
@@ -15,6 +21,8 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/internal/simarm"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
@@ -33,7 +41,8 @@ var pick = []demoMove{{"base", 45}, {"shoulder", 60}, {"elbow", 90}, {"gripper",
 // the world shows positions, not moves in progress.
 const settle = 300 * time.Millisecond
 
-func runDemo(args []string, w io.Writer) error {
+// Run is `saga-supervisor demo [--dir DIR]`.
+func Run(args []string, w io.Writer) error {
 	fs := cli.NewFlags("demo")
 	keep := fs.String("dir", "", "directory for the demo's files (default: a new temporary directory)")
 	if err := fs.Parse(args); err != nil {
@@ -70,7 +79,7 @@ func runDemo(args []string, w io.Writer) error {
 
 	fmt.Fprintln(w, "\n== The journal")
 	var out strings.Builder
-	if err := runVerify([]string{"--wal", journal}, &out); err != nil {
+	if err := journaltool.Verify([]string{"--wal", journal}, &out); err != nil {
 		fmt.Fprint(w, cli.Indent(out.String()))
 		return fmt.Errorf("verify failed on the demo journal: %w", err)
 	}
@@ -82,14 +91,14 @@ func runDemo(args []string, w io.Writer) error {
 func demoActI(w io.Writer, world string) error {
 	fmt.Fprintln(w, "\n== Act I — no supervisor")
 	fmt.Fprintln(w, "The controller drives the servos directly. The fourth command faults.")
-	a, err := openArm(world, nil)
+	a, err := simarm.Open(world, nil)
 	if err != nil {
 		return err
 	}
-	a.servos["gripper"].FailAlways()
+	a.Servos["gripper"].FailAlways()
 	ctx := context.Background()
 	for i, m := range pick {
-		err := a.servos[m.actuator].Set(ctx, m.value)
+		err := a.Servos[m.actuator].Set(ctx, m.value)
 		fmt.Fprintf(w, "  %d. %s → %g: %s\n", i+1, m.actuator, m.value, okOr(err))
 		if err != nil {
 			break
@@ -98,18 +107,18 @@ func demoActI(w io.Writer, world string) error {
 	a.Close()
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows the arm left half-moved, and nothing knows where it was:")
-	return showWorld(world)
+	return simarm.ShowWorld(world)
 }
 
 // openSupervised takes over the journal (recovering anything left open) and
 // builds the engine on the arm.
-func openSupervised(journal, world string, wrap func(string, actuators.Driver) actuators.Driver) (*arm, *recovery.Result, error) {
-	a, err := openArm(world, wrap)
+func openSupervised(journal, world string, wrap func(string, actuators.Driver) actuators.Driver) (*simarm.Arm, *recovery.Result, error) {
+	a, err := simarm.Open(world, wrap)
 	if err != nil {
 		return nil, nil, err
 	}
 	res, err := recovery.Open(recovery.Options{Dir: journal, Engine: rollback.Config{
-		Actuators: a.reg, Supplies: a.supplies, RetryBackoff: 20 * time.Millisecond,
+		Actuators: a.Registry, Supplies: a.Supplies, RetryBackoff: 20 * time.Millisecond,
 	}})
 	if err != nil {
 		a.Close()
@@ -148,20 +157,36 @@ func runPick(w io.Writer, e *rollback.Engine, owner rollback.Owner) (*rollback.R
 	return nil, e.Commit(saga, owner)
 }
 
+// supervisedPick takes the journal over and runs the pick under lease,
+// with the gripper faulting at its first command and whatever fault adds,
+// and prints the rollback report. The caller closes res, then a.
+func supervisedPick(w io.Writer, journal, world, lease string, fault func(*simarm.Arm)) (*simarm.Arm, *recovery.Result, error) {
+	a, res, err := openSupervised(journal, world, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.Servos["gripper"].FailOnNth(1)
+	if fault != nil {
+		fault(a)
+	}
+	rep, err := runPick(w, res.Engine, rollback.Owner{Agent: "planner", Lease: lease, Epoch: 1})
+	if err != nil {
+		res.Close()
+		a.Close()
+		return nil, nil, err
+	}
+	fmt.Fprint(w, "RollbackReport: ", rep.String())
+	return a, res, nil
+}
+
 func demoActII(w io.Writer, journal, world string) error {
 	fmt.Fprintln(w, "\n== Act II — the same commands through the supervisor")
-	a, res, err := openSupervised(journal, world, nil)
+	a, res, err := supervisedPick(w, journal, world, "demo-2", nil)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	defer res.Close()
-	a.servos["gripper"].FailOnNth(1)
-	rep, err := runPick(w, res.Engine, rollback.Owner{Agent: "planner", Lease: "demo-2", Epoch: 1})
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(w, "RollbackReport: ", rep.String())
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows the arm back where it started:")
 	return showWorldLive(a)
@@ -172,19 +197,14 @@ func demoActIII(w io.Writer, journal, world string) error {
 	fmt.Fprintln(w, "The elbow jams on its way back to 20°; the supervisor retries, then sends it to its safe")
 	fmt.Fprintln(w, "policy (rest at 45°) and halts: the rest of the unwind is not attempted, and every actuator")
 	fmt.Fprintln(w, "goes to its safe policy.")
-	a, res, err := openSupervised(journal, world, nil)
+	a, res, err := supervisedPick(w, journal, world, "demo-3", func(a *simarm.Arm) {
+		a.Servos["elbow"].FailWhen(func(v float64) bool { return v == 20 })
+	})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	defer res.Close()
-	a.servos["gripper"].FailOnNth(1)
-	a.servos["elbow"].FailWhen(func(v float64) bool { return v == 20 })
-	rep, err := runPick(w, res.Engine, rollback.Owner{Agent: "planner", Lease: "demo-3", Epoch: 1})
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(w, "RollbackReport: ", rep.String())
 	halted, why := res.Engine.Halted()
 	fmt.Fprintf(w, "halted: %v (%s)\n", halted, why)
 	time.Sleep(settle)
@@ -192,7 +212,7 @@ func demoActIII(w io.Writer, journal, world string) error {
 	if err := showWorldLive(a); err != nil {
 		return err
 	}
-	a.servos["elbow"].Clear()
+	a.Servos["elbow"].Clear()
 	if err := res.Engine.Reset("demo operator", res.Engine.HaltGen()); err != nil {
 		return err
 	}
@@ -202,8 +222,8 @@ func demoActIII(w io.Writer, journal, world string) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range a.reg.Names() {
-		home := a.reg.Get(name).Initial
+	for _, name := range a.Registry.Names() {
+		home := a.Registry.Get(name).Initial
 		if _, err := res.Engine.Step(saga, owner, rollback.Command{ID: "home-" + name, Actuator: name, Value: home}); err != nil {
 			return err
 		}
@@ -212,8 +232,8 @@ func demoActIII(w io.Writer, journal, world string) error {
 }
 
 // showWorldLive prints the world of an arm this process still holds open.
-func showWorldLive(a *arm) error {
-	fmt.Print(cli.Indent(a.world.Format()))
+func showWorldLive(a *simarm.Arm) error {
+	fmt.Print(cli.Indent(a.World.Format()))
 	return nil
 }
 
@@ -221,17 +241,8 @@ func demoActIV(w io.Writer, journal, world string) error {
 	fmt.Fprintln(w, "\n== Act IV — the supervisor is killed mid-step")
 	fmt.Fprintln(w, "A supervisor process runs the pick; the gripper's effect hangs after its intent is durable,")
 	fmt.Fprintln(w, "and the process is killed with SIGKILL before any outcome is written.")
-	self, err := os.Executable()
+	child, out, err := startSelf("demo-child", "--wal", journal, "--world", world)
 	if err != nil {
-		return err
-	}
-	child := exec.Command(self, "demo-child", "--wal", journal, "--world", world)
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := child.Start(); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(out)
@@ -255,12 +266,14 @@ func demoActIV(w io.Writer, journal, world string) error {
 	}
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows what the dead process left:")
-	if err := showWorld(world); err != nil {
+	if err := simarm.ShowWorld(world); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "A new process takes over the journal:\n$ saga-supervisor recover --wal %s --world %s\n", journal, world)
-	rec := exec.Command(self, "recover", "--wal", journal, "--world", world)
-	rec.Stderr = os.Stderr
+	rec, err := selfCommand("recover", "--wal", journal, "--world", world)
+	if err != nil {
+		return err
+	}
 	recOut, err := rec.Output()
 	fmt.Fprint(w, cli.Indent(string(recOut)))
 	if err != nil {
@@ -268,12 +281,41 @@ func demoActIV(w io.Writer, journal, world string) error {
 	}
 	time.Sleep(settle)
 	fmt.Fprintln(w, "The world file shows the arm back at home, where Act IV started:")
-	return showWorld(world)
+	return simarm.ShowWorld(world)
 }
 
-// runDemoChild is Act IV's supervisor process: it runs the pick until the
+// selfCommand is this executable run again with args, its standard error
+// ours.
+func selfCommand(args ...string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(self, args...)
+	c.Stderr = os.Stderr
+	return c, nil
+}
+
+// startSelf starts this executable again with args and returns it with its
+// standard output.
+func startSelf(args ...string) (*exec.Cmd, io.Reader, error) {
+	c, err := selfCommand(args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, nil, err
+	}
+	return c, out, nil
+}
+
+// Child is Act IV's supervisor process: it runs the pick until the
 // gripper's effect, which hangs (having moved), and waits to be killed.
-func runDemoChild(args []string, w io.Writer) error {
+func Child(args []string, w io.Writer) error {
 	fs := cli.NewFlags("demo-child")
 	journal := fs.String("wal", "", "")
 	world := fs.String("world", "", "")

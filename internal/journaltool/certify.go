@@ -1,4 +1,4 @@
-package main
+package journaltool
 
 import (
 	"encoding/json"
@@ -11,11 +11,11 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// runCertify passes a journal only if every saga in it committed or was
+// Certify passes a journal only if every saga in it committed or was
 // unwound clean: an open saga (a crash nobody recovered), an unfinished
 // unwind, a step still in doubt or a partial unwind fails it. Exit 0 pass,
 // 1 fail (each reason printed), 2 unreadable.
-func runCertify(args []string, w io.Writer) error {
+func Certify(args []string, w io.Writer) error {
 	dir, err := journalArg("certify", args)
 	if err != nil {
 		return err
@@ -28,7 +28,7 @@ func runCertify(args []string, w io.Writer) error {
 	if broken != nil {
 		fails = append(fails, fmt.Sprintf("journal broken at record seq %d (%s)", broken.Seq, broken.Reason))
 	}
-	h, herr := readHistory(dir)
+	h, herr := ReadHistory(dir)
 	var ce *wal.CorruptionError
 	if herr != nil && !errors.As(herr, &ce) {
 		return cli.Exit(2, "cannot read journal %s: %v", dir, herr)
@@ -77,8 +77,8 @@ func certifyFailure(s *rollback.SagaHistory) string {
 	return fmt.Sprintf("saga %d of %s unwound PARTIAL (%s): %v", s.ID, s.Agent, s.Reason, bad)
 }
 
-// runGuarantees prints what is enforced, guaranteed and not claimed.
-func runGuarantees(args []string, w io.Writer) error {
+// Guarantees prints what is enforced, guaranteed and not claimed.
+func Guarantees(args []string, w io.Writer) error {
 	fs := cli.NewFlags("guarantees")
 	if err := fs.Parse(args); err != nil {
 		return cli.Exit(2, "%v", err)

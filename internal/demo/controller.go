@@ -1,21 +1,19 @@
-package main
+package demo
 
 import (
 	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
-
-	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -43,18 +41,9 @@ func demoActV(w io.Writer, dir string) error {
 	defer d.Close()
 	sup, broker := d.Sup, d.Broker.Broker
 
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	child := exec.Command(self, "demo-controller", "--broker", broker.URL(), "--device", cfg.Device,
+	child, out, err := startSelf("demo-controller", "--broker", broker.URL(), "--device", cfg.Device,
 		"--password-file", filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
 	if err != nil {
-		return err
-	}
-	if err := child.Start(); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(out)
@@ -85,7 +74,7 @@ func demoActV(w io.Writer, dir string) error {
 		time.Sleep(time.Millisecond)
 	}
 	took := time.Since(killed)
-	h, err := readHistory(cfg.Journal.Dir)
+	h, err := journaltool.ReadHistory(cfg.Journal.Dir)
 	if err != nil {
 		return err
 	}
@@ -112,9 +101,9 @@ func demoActV(w io.Writer, dir string) error {
 	return nil
 }
 
-// runDemoController is Act V's controller process: it moves the arm in a
+// Controller is Act V's controller process: it moves the arm in a
 // saga over MQTT and then waits, holding its lease, to be killed.
-func runDemoController(args []string, w io.Writer) error {
+func Controller(args []string, w io.Writer) error {
 	fs := cli.NewFlags("demo-controller")
 	broker := fs.String("broker", "", "")
 	device := fs.String("device", "arm1", "")
