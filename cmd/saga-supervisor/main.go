@@ -12,6 +12,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/internal/simmcu"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,7 +44,7 @@ func init() {
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
 		{name: "demo-child", hidden: true, run: demo.Child},
 		{name: "demo-controller", hidden: true, run: demo.Controller},
-		{name: "sim-mcu", hidden: true, run: runSimMCU},
+		{name: "sim-mcu", hidden: true, run: simmcu.Run},
 	}
 }
 

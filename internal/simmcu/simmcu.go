@@ -1,4 +1,7 @@
-package main
+// Package simmcu is the hidden `saga-supervisor sim-mcu` command: a
+// simulated microcontroller (drivers/sim/mcu) served on a serial port, with
+// an HTTP control interface for black-box tests.
+package simmcu
 
 import (
 	"context"
@@ -21,7 +24,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 )
 
-// runSimMCU is the hidden `sim-mcu` command: a simulated microcontroller on
+// Run is the hidden `sim-mcu` command: a simulated microcontroller on
 // a serial port (a pty in tests), speaking docs/SERIAL.md, with a small
 // HTTP control interface so that black-box tests can observe its outputs
 // and inject what a real board and its wiring would do: a sagging supply, a
@@ -32,7 +35,7 @@ import (
 //	POST /nak?channel=C&code=N        refuse a channel (code 0 clears)
 //	POST /fault?flag=NAME&on=true     raise or clear a fault flag (watchdog, reset, supply, output, estop)
 //	POST /unplug, /replug, /reset     the cable and the board's reset button
-func runSimMCU(args []string, stdout io.Writer) error {
+func Run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sim-mcu", flag.ContinueOnError)
 	port := fs.String("port", "", "serial device to serve (e.g. one end of a socat pty pair)")
 	baud := fs.Int("baud", serial.DefaultBaud, "line speed")
@@ -75,7 +78,7 @@ func runSimMCU(args []string, stdout io.Writer) error {
 		return cli.Exit(1, "sim-mcu: control: %v", err)
 	}
 	fmt.Fprintf(stdout, "sim-mcu control on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: simMCUControl(m, len(opts.Channels), len(opts.Supplies)), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: controlHandler(m, len(opts.Channels), len(opts.Supplies)), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 
@@ -96,7 +99,7 @@ var faultNames = map[string]serial.Faults{
 	"output": serial.FaultOutput, "estop": serial.FaultEStop,
 }
 
-func simMCUControl(m *mcu.MCU, nch, nsup int) http.Handler {
+func controlHandler(m *mcu.MCU, nch, nsup int) http.Handler {
 	mux := http.NewServeMux()
 	type output struct {
 		Value    float64 `json:"value"`
