@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/internal/simmcu"
@@ -31,7 +32,7 @@ func init() {
 		{name: "run", args: "[--config FILE]", help: "run the supervisor daemon (no flags: the embedded default — sim arm, in-process broker, HTTP on 127.0.0.1)", run: runRun},
 		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
-		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: runCtl},
+		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: ctl.Run},
 		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: demo.Run},
 		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain; exit 0 intact, 1 broken (first broken record named), 2 unreadable", run: journaltool.Verify},
 		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: journaltool.Graph},

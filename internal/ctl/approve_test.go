@@ -1,4 +1,4 @@
-package main
+package ctl
 
 import (
 	"crypto/ed25519"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/approval"
+	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -16,8 +17,8 @@ import (
 // ctlOffline runs an op that needs no broker.
 func ctlOffline(args ...string) (string, string, int) {
 	var out ctlBuffer
-	err := runCtl(args, &out)
-	return out.String(), errText(err), exitCode(err)
+	err := Run(args, &out)
+	return out.String(), errText(err), cli.Status(err)
 }
 
 func TestCtlKeygenApprove(t *testing.T) {
@@ -116,9 +117,9 @@ func TestCtlApprovalEndToEnd(t *testing.T) {
 		t.Fatalf("after approved saga: gripper %v base %v", d.commanded("gripper"), d.commanded("base"))
 	}
 
-	old := ctlStdin
-	t.Cleanup(func() { ctlStdin = old })
-	ctlStdin = strings.NewReader("not-a-token\n")
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	stdin = strings.NewReader("not-a-token\n")
 	out, msg, code = d.ctl(t, "run-saga", "--ask-approval", "gripper=40")
 	if code != 1 || !strings.Contains(msg, "APPROVAL_INVALID") || !strings.Contains(out, "approval for saga") {
 		t.Fatalf("run-saga --ask-approval with a bad token exited %d: %s\n%s", code, msg, out)

@@ -1,10 +1,8 @@
-package main
+package ctl
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,10 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
-
-	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -68,8 +65,8 @@ func (c *ctlBuffer) String() string {
 func (d *ctlDaemon) ctl(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out ctlBuffer
-	err := runCtl(append([]string{"--broker", d.url, "--timeout", "10s"}, args...), &out)
-	return out.String(), errText(err), exitCode(err)
+	err := Run(append([]string{"--broker", d.url, "--timeout", "10s"}, args...), &out)
+	return out.String(), errText(err), cli.Status(err)
 }
 
 func errText(err error) string {
@@ -77,18 +74,6 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// exitCode is the status main would exit with.
-func exitCode(err error) int {
-	var ee *cli.ExitError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ee):
-		return ee.Code
-	}
-	return 1
 }
 
 func TestCtlStatus(t *testing.T) {
@@ -238,7 +223,7 @@ func TestCtlWatch(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// Status and four retained states, then the step's state.
-		done <- runCtl([]string{"--broker", d.url, "--agent", "watcher", "watch", "--count", "50", "--for", "20s"}, &out)
+		done <- Run([]string{"--broker", d.url, "--agent", "watcher", "watch", "--count", "50", "--for", "20s"}, &out)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(out.String(), "\n") < 5 {
@@ -317,15 +302,15 @@ func TestCtlUsage(t *testing.T) {
 	}
 	// Nothing listening: a failure, not a usage error.
 	var buf bytes.Buffer
-	err := runCtl([]string{"--broker", "tcp://127.0.0.1:1", "--timeout", "2s", "status"}, &buf)
-	if exitCode(err) != 1 {
-		t.Fatalf("status against no broker: %v (exit %d)", err, exitCode(err))
+	err := Run([]string{"--broker", "tcp://127.0.0.1:1", "--timeout", "2s", "status"}, &buf)
+	if cli.Status(err) != 1 {
+		t.Fatalf("status against no broker: %v (exit %d)", err, cli.Status(err))
 	}
 }
 
 // The defaults are the embedded default configuration's.
 func TestCtlDefaults(t *testing.T) {
-	g := defaultCtlFlags()
+	g := defaultGlobals()
 	def := config.Default()
 	if _, ok := def.Agents.Allow[g.agent]; !ok {
 		t.Errorf("ctl's default agent %q is not let in by the default configuration", g.agent)
