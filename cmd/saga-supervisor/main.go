@@ -13,6 +13,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/internal/prove"
 	"github.com/saga-supervisor/saga-supervisor/internal/simmcu"
 )
 
@@ -38,7 +39,7 @@ func init() {
 		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: journaltool.Graph},
 		{name: "certify", args: "--wal DIR", help: "exit 0 only if every saga committed or unwound clean; 1 if any is open, in doubt or partial", run: journaltool.Certify},
 		{name: "check", args: "[--max-steps N] [--sagas K]", help: "model-check the real engine: every fault, in-doubt, compensation-failure and crash case up to N steps; exit 1 with a replayable counterexample", run: runCheck},
-		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: runProve},
+		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: prove.Run},
 		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: journaltool.Guarantees},
 		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
 		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor", run: runBench},

@@ -14,6 +14,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/internal/prove"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -32,9 +33,9 @@ func quickExit(t *testing.T) {
 
 // readScenario parses an example the way prove does, so that expectations
 // are computed from the file rather than written down.
-func readScenario(t *testing.T, path string) (*scenario, *config.Config) {
+func readScenario(t *testing.T, path string) (*prove.Scenario, *config.Config) {
 	t.Helper()
-	sc, cfg, err := loadScenario(path)
+	sc, cfg, err := prove.LoadScenario(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +43,11 @@ func readScenario(t *testing.T, path string) (*scenario, *config.Config) {
 }
 
 // proveJSON runs prove --json and decodes its report.
-func proveJSON(t *testing.T, args ...string) (*proveReport, int) {
+func proveJSON(t *testing.T, args ...string) (*prove.Report, int) {
 	t.Helper()
 	out, code := run(t, append([]string{"prove", "--json"}, args...)...)
 	// The exit message goes to stderr after the JSON; decode the JSON only.
-	var rep proveReport
+	var rep prove.Report
 	if err := json.NewDecoder(strings.NewReader(out)).Decode(&rep); err != nil {
 		t.Fatalf("prove %v: exit %d, output is not a JSON report (%v):\n%s", args, code, err, out)
 	}
@@ -55,7 +56,7 @@ func proveJSON(t *testing.T, args ...string) (*proveReport, int) {
 
 // checkCoverage asserts that every step was broken in every shape exactly
 // once, and that the summary counts the probes.
-func checkCoverage(t *testing.T, rep *proveReport, steps int, shapes []shape) {
+func checkCoverage(t *testing.T, rep *prove.Report, steps int, shapes []prove.Shape) {
 	t.Helper()
 	if want := steps * len(shapes); len(rep.Probes) != want || rep.Summary.Probes != want {
 		t.Fatalf("%d probes (summary %d), want %d steps × %d shapes = %d", len(rep.Probes), rep.Summary.Probes, steps, len(shapes), want)
@@ -74,24 +75,24 @@ func checkCoverage(t *testing.T, rep *proveReport, steps int, shapes []shape) {
 		}
 	}
 	s := rep.Summary
-	if s.Clean != counts[verdictClean] || s.Dirty != counts[verdictDirty] || s.EngineDisagrees != counts[verdictDisagrees] {
+	if s.Clean != counts[prove.Clean] || s.Dirty != counts[prove.Dirty] || s.EngineDisagrees != counts[prove.EngineDisagrees] {
 		t.Errorf("summary %+v does not count the probes' verdicts %v", s, counts)
 	}
 }
 
 // stepOf returns the engine's line for step k of a probe.
-func stepOf(p *probeResult, k int) (engineStep, bool) {
+func stepOf(p *prove.ProbeResult, k int) (prove.EngineStep, bool) {
 	for _, s := range p.Engine.Steps {
 		if int(s.Step) == k {
 			return s, true
 		}
 	}
-	return engineStep{}, false
+	return prove.EngineStep{}, false
 }
 
 // checkShapeTookEffect asserts that each probe's engine report shows the
 // fault its shape claims, so a shape that silently did nothing fails.
-func checkShapeTookEffect(t *testing.T, p *probeResult, reversible bool) {
+func checkShapeTookEffect(t *testing.T, p *prove.ProbeResult, reversible bool) {
 	t.Helper()
 	s, ok := stepOf(p, p.Step)
 	if !ok {
@@ -127,9 +128,9 @@ func TestProveCleanScenario(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("prove on %s exited %d, want 0: %+v", cleanScenario, code, rep.Summary)
 	}
-	checkCoverage(t, rep, len(sc.Steps), proveShapes)
+	checkCoverage(t, rep, len(sc.Steps), prove.Shapes())
 	for _, p := range rep.Probes {
-		if p.Verdict != verdictClean || !p.Engine.Clean {
+		if p.Verdict != prove.Clean || !p.Engine.Clean {
 			t.Errorf("step %d %s: %s (%s)", p.Step, p.Shape, p.Verdict, p.Why)
 		}
 		for _, w := range p.World {
@@ -170,18 +171,18 @@ func TestProveDirtyScenario(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("prove --json exited %d, want 1", code)
 	}
-	checkCoverage(t, rep, len(sc.Steps), proveShapes)
+	checkCoverage(t, rep, len(sc.Steps), prove.Shapes())
 	for _, p := range rep.Probes {
 		// Before the kick nothing irreversible happened; from the kick on
 		// the world keeps it — unless the kick itself was refused.
-		want := verdictDirty
+		want := prove.Dirty
 		if p.Step < pulse || p.Step == pulse && p.Shape == "driver-refuses" {
-			want = verdictClean
+			want = prove.Clean
 		}
 		if p.Verdict != want {
 			t.Errorf("step %d %s: %s, want %s (%s)", p.Step, p.Shape, p.Verdict, want, p.Why)
 		}
-		if p.Verdict == verdictDirty {
+		if p.Verdict == prove.Dirty {
 			if _, ok := stepOf(p, pulse); !ok || !strings.Contains(p.Why, "orphaned") {
 				t.Errorf("step %d %s: DIRTY without naming the orphaned kick: %s", p.Step, p.Shape, p.Why)
 			}
@@ -219,13 +220,13 @@ func TestProvePermanentAndKeptJournals(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (the permanent failures are DIRTY)", code)
 	}
-	checkCoverage(t, rep, len(sc.Steps), append(proveShapes, permanentShape))
+	checkCoverage(t, rep, len(sc.Steps), append(prove.Shapes(), prove.PermanentShape()))
 	for _, p := range rep.Probes {
-		permanent := p.Shape == permanentShape.Name
+		permanent := p.Shape == prove.PermanentShape().Name
 		switch {
-		case permanent && (p.Verdict != verdictDirty || !p.Engine.Halted):
+		case permanent && (p.Verdict != prove.Dirty || !p.Engine.Halted):
 			t.Errorf("step %d %s: %s, halted %v; want DIRTY and halted (%s)", p.Step, p.Shape, p.Verdict, p.Engine.Halted, p.Why)
-		case !permanent && p.Verdict != verdictClean:
+		case !permanent && p.Verdict != prove.Clean:
 			t.Errorf("step %d %s: %s (%s)", p.Step, p.Shape, p.Verdict, p.Why)
 		}
 		if permanent {
@@ -241,7 +242,7 @@ func TestProvePermanentAndKeptJournals(t *testing.T) {
 		// process start per journal.
 		var out bytes.Buffer
 		err := journaltool.Certify([]string{"--wal", p.Journal}, &out)
-		if passed := err == nil; passed != (p.Verdict == verdictClean) {
+		if passed := err == nil; passed != (p.Verdict == prove.Clean) {
 			t.Errorf("certify on the journal of a %s probe (step %d %s): %v\n%s", p.Verdict, p.Step, p.Shape, err, out.String())
 		}
 		if strings.HasPrefix(p.Shape, "crash-") {
@@ -326,7 +327,7 @@ func TestProveBadScenario(t *testing.T) {
 				}
 			}
 			var stdout bytes.Buffer
-			err := runProve([]string{path}, &stdout)
+			err := prove.Run([]string{path}, &stdout)
 			code := 0
 			var ee *cli.ExitError
 			if errors.As(err, &ee) {
@@ -341,97 +342,8 @@ func TestProveBadScenario(t *testing.T) {
 	}
 	for _, args := range [][]string{{}, {filepath.Join(dir, "none.yaml")}, {"--driver-timeout", "0s", cleanScenario}, {cleanScenario, "extra.yaml"}} {
 		var ee *cli.ExitError
-		if err := runProve(args, io.Discard); !errors.As(err, &ee) || ee.Code != 2 {
+		if err := prove.Run(args, io.Discard); !errors.As(err, &ee) || ee.Code != 2 {
 			t.Errorf("prove %v: %v, want exit 2", args, err)
 		}
 	}
-}
-
-// TestClassify runs the classifier on fabricated (engine, world) pairs,
-// including both ways the engine can disagree with the world, and checks
-// that a disagreement is printed with both views.
-func TestClassify(t *testing.T) {
-	report := func(buckets ...rollback.Bucket) engineView {
-		r := &rollback.Report{Saga: 1}
-		for i, b := range buckets {
-			r.Steps = append(r.Steps, rollback.StepReport{Step: uint32(i + 1), Actuator: fmt.Sprintf("a%d", i+1), Outcome: rollback.Applied, Bucket: b})
-		}
-		return newEngineView([]*rollback.Report{r}, false)
-	}
-	home := []worldView{{Actuator: "a1", Kind: "servo", Measure: "position", Start: 10, End: 10}}
-	moved := []worldView{{Actuator: "a1", Kind: "servo", Measure: "position", Start: 10, End: 45}}
-	unread := []worldView{{Actuator: "a1", Kind: "servo", Measure: "position", Start: 10, End: 10, Error: "link lost"}}
-	kicked := []worldView{{Actuator: "k", Kind: "pulse", Measure: "kicks", Start: 0, End: 1}}
-	C, O, F, U, S := rollback.Compensated, rollback.Orphaned, rollback.CompensationFailed, rollback.Unresolved, rollback.FallbackSafe
-	tests := []struct {
-		name  string
-		eng   engineView
-		world []worldView
-		want  string
-	}{
-		{"clean and home", report(C, C), home, verdictClean},
-		{"no steps, nothing moved", report(), home, verdictClean},
-		{"clean but moved", report(C, C), moved, verdictDisagrees},
-		{"clean but a kick happened", report(C), kicked, verdictDisagrees},
-		{"clean but unreadable", report(C), unread, verdictDisagrees},
-		{"partial and moved", report(S, U), moved, verdictDirty},
-		{"orphaned kick", report(C, O), kicked, verdictDirty},
-		{"orphaned, no kick happened", report(C, O), home, verdictDirty},
-		{"partial but home", report(F), home, verdictDisagrees},
-		{"orphaned and failed but home", report(O, F), home, verdictDisagrees},
-	}
-	for _, tt := range tests {
-		got, why := classify(tt.eng, tt.world)
-		if got != tt.want {
-			t.Errorf("%s: %s (%s), want %s", tt.name, got, why, tt.want)
-		}
-	}
-
-	// Printed: a disagreement shows what the engine said and what the
-	// world shows, side by side, and the summary calls it a bug.
-	p := &probeResult{Step: 1, Actuator: "a1", Value: 45, Shape: "timeout-applied", Engine: report(C), World: moved}
-	p.Verdict, p.Why = classify(p.Engine, p.World)
-	rep := &proveReport{Scenario: "s.yaml", Config: "c.yaml", Steps: []scenarioStep{{Actuator: "a1", Value: 45, Line: 3}},
-		Shapes: proveShapes[:1], Probes: []*probeResult{p}, Summary: proveSummary{Probes: 1, EngineDisagrees: 1}}
-	pr := &prober{sc: &scenario{Steps: rep.Steps, Interval: proveDefaultInterval}, dry: []rollback.StepResult{{Step: 1, Value: 45}}}
-	var b bytes.Buffer
-	printProve(&b, rep, pr)
-	out := b.String()
-	for _, want := range []string{"ENGINE DISAGREES: step 1 a1 → 45, timeout-applied", "engine: clean", "step 1 a1", "compensated",
-		"world:", "a1         servo    position 10 → 45  MOVED", "1 probes: 0 CLEAN, 0 DIRTY, 1 ENGINE DISAGREES", "report this as a bug"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-}
-
-// FuzzParseScenario feeds the scenario parser arbitrary bytes: it must
-// never panic, and what it accepts must be usable.
-func FuzzParseScenario(f *testing.F) {
-	for _, p := range []string{cleanScenario, dirtyScenario} {
-		if b, err := os.ReadFile(p); err == nil {
-			f.Add(b)
-		}
-	}
-	for _, s := range []string{"", "steps: []", "steps:\n  - {actuator: a, value: 1}\n  - {actuator: b}\n", "interval: 2s\nconfig: x\nsteps: [{actuator: a, value: .inf}]",
-		"steps: [{actuator: a, value: 1, value: 2}]", "---\n---\n", "steps: &a [*a]", "steps:\n  - !!map {actuator: a, value: 0x10}"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		sc, err := parseScenario(data, "fuzz.yaml")
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.yaml:") {
-				t.Fatalf("error does not name the file: %v", err)
-			}
-			return
-		}
-		if len(sc.Steps) == 0 || sc.Interval <= 0 || sc.Interval > proveMaxInterval {
-			t.Fatalf("accepted a scenario it cannot run: %+v", sc)
-		}
-		for _, st := range sc.Steps {
-			if st.Actuator == "" || st.Line < 1 {
-				t.Fatalf("accepted a step without actuator or line: %+v", st)
-			}
-		}
-	})
 }
