@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/bench"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
@@ -61,7 +62,7 @@ func TestBenchMQTT(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench --broker %s --json exited %d:\n%s", broker.URL(), code, out)
 	}
-	var res frontDoorResult
+	var res bench.FrontDoorResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("bench --mqtt --json is not one JSON object: %v\n%s", err, out)
 	}

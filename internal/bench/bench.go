@@ -1,4 +1,9 @@
-package main
+// Package bench is `saga-supervisor bench`: on the robot's own computer,
+// what durability costs on this disk (journal, group commit, engine step,
+// gate and recovery against the fsync floor) and, with --mqtt, what the
+// MQTT front door adds (round trips beside the bare broker's echo, halt
+// latency under a flood, durable steps/s of many agents).
+package bench
 
 import (
 	"context"
@@ -88,7 +93,8 @@ type benchResult struct {
 	TookNs      int64      `json:"took_ns"`
 }
 
-func runBench(args []string, w io.Writer) (err error) {
+// Run is `saga-supervisor bench`.
+func Run(args []string, w io.Writer) (err error) {
 	fs := cli.NewFlags("bench")
 	dirFlag := fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
 	n := fs.Int("n", 2000, "samples per measurement")
@@ -174,7 +180,7 @@ func runBench(args []string, w io.Writer) (err error) {
 	defer prog("")
 	start := time.Now()
 	if *mqttFlag {
-		res := &frontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
+		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
 		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
 		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
 			if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -129,8 +129,8 @@ type fdThroughput struct {
 	RecordsPerSync float64 `json:"records_per_fsync"`
 }
 
-// frontDoorResult is everything bench --mqtt reports.
-type frontDoorResult struct {
+// FrontDoorResult is everything bench --mqtt reports (its JSON).
+type FrontDoorResult struct {
 	Broker      string         `json:"broker"`
 	BrokerKind  string         `json:"broker_kind"`
 	Supervisor  string         `json:"supervisor"`
@@ -179,7 +179,7 @@ type frontDoorResult struct {
 
 // measureFrontDoor runs the three front-door measurements against one
 // supervisor, its journal under res.Dir.
-func measureFrontDoor(ctx context.Context, res *frontDoorResult, opt frontDoorOptions, prog func(string)) (err error) {
+func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOptions, prog func(string)) (err error) {
 	names := []string{"rtt", "flood"}
 	for i := range opt.agents {
 		names = append(names, benchAgentName(i))
@@ -258,7 +258,7 @@ func fdRowOf(name string, s latency.Samples, ref *fdRow, note string) fdRow {
 // four round trips: the bare echo through the broker, a heartbeat and a
 // durable step through the supervisor, and the engine's own step on a
 // journal of its own on the same disk.
-func benchRoundTrips(ctx context.Context, door *benchDoor, res *frontDoorResult, floor latency.Samples) (err error) {
+func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult, floor latency.Samples) (err error) {
 	n := res.N
 	base := "saga-bench/" + door.topics.Device + "/echo/"
 	echo, err := newBenchEcho(door.url, door.clientID+"-echo", base+"req", base+"rep")
@@ -380,7 +380,7 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *frontDoorResult,
 // the retained status saying halted:true, what a watcher sees. Each sample
 // is then reset with the operator token, and the status seen ready again,
 // so that every sample is a fresh latch.
-func benchHalts(ctx context.Context, door *benchDoor, res *frontDoorResult, opt frontDoorOptions) error {
+func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt frontDoorOptions) error {
 	h, err := door.agent("halter")
 	if err != nil {
 		return err
@@ -607,7 +607,7 @@ func resetOnce(h *benchAgent, sw *benchStatusWatch, token string) error {
 // own actuator and saga, waiting for each reply — through the supervisor
 // and, alternating with them, the same on an engine in this process (one
 // goroutine per agent) on a journal of its own on the same disk.
-func benchManyAgents(ctx context.Context, door *benchDoor, res *frontDoorResult, opt frontDoorOptions) (err error) {
+func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt frontDoorOptions) (err error) {
 	k := opt.agents
 	names := make([]string, k)
 	for i := range names {
@@ -807,7 +807,7 @@ func benchRound(k int, d time.Duration, step func(g, i int) error) (int, latency
 }
 
 // printFrontDoor writes bench --mqtt's results as tables.
-func printFrontDoor(w io.Writer, res *frontDoorResult) {
+func printFrontDoor(w io.Writer, res *FrontDoorResult) {
 	fmt.Fprintf(w, "front door over MQTT: broker %s, %s\n", res.Broker, res.BrokerKind)
 	fmt.Fprintf(w, "supervisor %s\n", res.Supervisor)
 	fmt.Fprintf(w, "agents: raw API v1 on paho clients in this process, TCP_NODELAY, QoS 1; lanes at the defaults (%g requests/s, burst %d, queue %d per agent)\n",
