@@ -65,7 +65,7 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	if err := os.WriteFile(acl, []byte(pol.MosquittoACL()), 0o600); err != nil {
 		return err
 	}
-	conf := mosquittoConf(cfg, passwd, acl, *listen, *tlsPort, *tlsCert, *tlsKey)
+	conf := brokerauth.MosquittoConf(cfg, passwd, acl, *listen, *tlsPort, *tlsCert, *tlsKey)
 	if err := os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(conf), 0o600); err != nil {
 		return err
 	}
@@ -80,37 +80,4 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "    broker: tcp://%s   (instead of embedded)\n", *listen)
 	}
 	return nil
-}
-
-// mosquittoConf is the mosquitto.conf the files above need. mosquitto
-// reads files as its own user (mosquitto on Debian): chown them to it.
-func mosquittoConf(cfg *config.Config, passwd, acl, listen string, tlsPort int, cert, key string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# mosquitto for saga-supervisor %s (device %s), written by\n", brokerauth.Supervisor(cfg), cfg.Device)
-	b.WriteString("# `saga-supervisor mosquitto-config`. The files it names are the robot's\n")
-	b.WriteString("# secrets: mode 0600, owned by the user mosquitto runs as.\n")
-	b.WriteString("per_listener_settings false\n")
-	if listen != "" {
-		if host, port, ok := strings.Cut(listen, ":"); ok && !strings.Contains(port, ":") {
-			fmt.Fprintf(&b, "# Plain MQTT on %s only: passwords cross this listener in clear.\nlistener %s %s\n", host, port, host)
-		}
-	}
-	if tlsPort != 0 {
-		fmt.Fprintf(&b, "# MQTT over TLS, for controllers on other machines.\nlistener %d\ncertfile %s\nkeyfile %s\ntls_version tlsv1.2\n", tlsPort, cert, key)
-	} else {
-		b.WriteString("# For controllers on other machines, add a TLS listener (and give them\n")
-		b.WriteString("# ssl://host:8883), e.g.:\n#   listener 8883\n#   certfile /etc/mosquitto/certs/robot.crt\n")
-		b.WriteString("#   keyfile /etc/mosquitto/certs/robot.key\n#   tls_version tlsv1.2\n")
-	}
-	b.WriteString("# Every client logs in; its client id is its username, so no one can\n")
-	b.WriteString("# take over another's session (or the supervisor's).\n")
-	b.WriteString("allow_anonymous false\nuse_username_as_clientid true\n")
-	fmt.Fprintf(&b, "password_file %s\nacl_file %s\n", passwd, acl)
-	b.WriteString("# Replies go out at once (no Nagle delay).\nset_tcp_nodelay true\n")
-	fmt.Fprintf(&b, "# No packet larger than the supervisor's max_payload and a header.\nmax_packet_size %d\n", int(cfg.MQTT.MaxPayload)+1024)
-	b.WriteString("# Bounded queues per client: a flood cannot grow the broker without end.\n")
-	b.WriteString("max_queued_messages 10000\nmax_inflight_messages 1024\n")
-	b.WriteString("# Sessions of clients that left are dropped after a day.\npersistent_client_expiration 1d\n")
-	b.WriteString("persistence false\n")
-	return b.String()
 }

@@ -31,7 +31,7 @@ func TestShippedMosquittoFiles(t *testing.T) {
 	}
 	want := map[string]string{
 		"../../configs/mosquitto.acl": brokerauth.Policy(cfg).MosquittoACL(),
-		"../../configs/mosquitto.conf": mosquittoConf(cfg, filepath.Join(shippedMosquittoDir, "passwd"),
+		"../../configs/mosquitto.conf": brokerauth.MosquittoConf(cfg, filepath.Join(shippedMosquittoDir, "passwd"),
 			filepath.Join(shippedMosquittoDir, "saga.acl"), "127.0.0.1:1883", 0, "", ""),
 	}
 	for path, text := range want {
