@@ -53,6 +53,19 @@ var rules = []rule{
 		forbid: []string{"std:net/...", "drivers/...", "recovery/...", "cmd/..."}},
 }
 
+// commandPackages are the command line's own packages: the commands
+// cmd/saga-supervisor dispatches to and what they share. They sit above the
+// library: no library package links them.
+var commandPackages = []string{"internal/cli", "internal/prove", "internal/bench", "internal/ctl", "internal/demo",
+	"internal/simmcu", "internal/journaltool", "internal/simarm", "cmd/..."}
+
+func init() {
+	for _, lib := range []string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",
+		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/..."} {
+		rules = append(rules, rule{from: lib, why: "the command line's packages sit above the library", forbid: commandPackages})
+	}
+}
+
 // match reports whether import path path matches pattern: a path of this
 // module ("rollback/..."), another module's ("github.com/x/..."), or the
 // standard library's ("std:os/...", "std:syscall").
