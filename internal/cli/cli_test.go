@@ -7,20 +7,21 @@ import (
 	"testing"
 )
 
+// statusOf is what main exits with for each kind of error a command
+// returns.
+var statusOf = map[error]int{
+	nil:                                     0,
+	flag.ErrHelp:                            0,
+	fmt.Errorf("wrapped: %w", flag.ErrHelp): 0,
+	Exit(2, "usage"):                        2,
+	fmt.Errorf("act I: %w", Exit(3, "x")):   3,
+	errors.New("a failure with no status"):  1,
+}
+
 func TestStatus(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want int
-	}{
-		{nil, 0},
-		{flag.ErrHelp, 0},
-		{fmt.Errorf("wrapped: %w", flag.ErrHelp), 0},
-		{Exit(2, "usage"), 2},
-		{fmt.Errorf("act I: %w", Exit(3, "x")), 3},
-		{errors.New("plain"), 1},
-	} {
-		if got := Status(tt.err); got != tt.want {
-			t.Errorf("Status(%v) = %d, want %d", tt.err, got, tt.want)
+	for err, want := range statusOf {
+		if got := Status(err); got != want {
+			t.Errorf("Status(%v) = %d, want %d", err, got, want)
 		}
 	}
 	if got := Exit(2, "bad %s", "flag").Error(); got != "bad flag" {
