@@ -98,40 +98,34 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 	}
 }
 
-func opHalt(ctx context.Context, opt client.Options, out *output, reason string) error {
+// Texts of an op that succeeded (with --json: {"ok":true,"op":...}).
+const (
+	haltedText = "halted: every actuator is at its safe policy and every command is refused until an operator resets"
+	resetText  = "reset: the halt is cleared; controllers must hello again and begin new sagas"
+)
+
+// withoutLease dials without taking a lease, runs op's call, and prints
+// done when it succeeds.
+func withoutLease(ctx context.Context, opt client.Options, out *output, op, done string, call func(*client.Client) error) error {
 	opt.NoLease = true
 	c, err := client.Dial(ctx, opt)
 	if err != nil {
-		return out.fail("halt", err)
+		return out.fail(op, err)
 	}
 	defer c.Close(context.Background())
-	if err := c.Halt(ctx, reason); err != nil {
-		return out.fail("halt", err)
+	if err := call(c); err != nil {
+		return out.fail(op, err)
 	}
-	if out.json {
-		out.printJSON(map[string]any{"ok": true, "op": "halt"})
-	} else {
-		fmt.Fprintln(out.w, "halted: every actuator is at its safe policy and every command is refused until an operator resets")
-	}
+	out.done(op, done)
 	return nil
 }
 
+func opHalt(ctx context.Context, opt client.Options, out *output, reason string) error {
+	return withoutLease(ctx, opt, out, "halt", haltedText, func(c *client.Client) error { return c.Halt(ctx, reason) })
+}
+
 func opReset(ctx context.Context, opt client.Options, out *output, token string) error {
-	opt.NoLease = true
-	c, err := client.Dial(ctx, opt)
-	if err != nil {
-		return out.fail("reset", err)
-	}
-	defer c.Close(context.Background())
-	if err := c.Reset(ctx, token); err != nil {
-		return out.fail("reset", err)
-	}
-	if out.json {
-		out.printJSON(map[string]any{"ok": true, "op": "reset"})
-	} else {
-		fmt.Fprintln(out.w, "reset: the halt is cleared; controllers must hello again and begin new sagas")
-	}
-	return nil
+	return withoutLease(ctx, opt, out, "reset", resetText, func(c *client.Client) error { return c.Reset(ctx, token) })
 }
 
 func opHello(ctx context.Context, opt client.Options, out *output) error {
@@ -187,10 +181,6 @@ func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *o
 		}
 		return out.fail("reset", &client.Error{Op: "reset", Code: body.Code, Message: body.Message})
 	}
-	if out.json {
-		out.printJSON(map[string]any{"ok": true, "op": "reset"})
-	} else {
-		fmt.Fprintln(out.w, "reset: the halt is cleared; controllers must hello again and begin new sagas")
-	}
+	out.done("reset", resetText)
 	return nil
 }

@@ -27,6 +27,15 @@ func (o *output) printJSON(v any) {
 	fmt.Fprintf(o.w, "%s\n", b)
 }
 
+// done prints that op succeeded: text, or {"ok":true,"op":op} with --json.
+func (o *output) done(op, text string) {
+	if o.json {
+		o.printJSON(map[string]any{"ok": true, "op": op})
+	} else {
+		fmt.Fprintln(o.w, text)
+	}
+}
+
 // fail turns an error into the exit status: 1 with the code and message of
 // a refusal or failure (also printed as JSON with --json).
 func (o *output) fail(what string, err error) error {
