@@ -23,6 +23,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
@@ -95,9 +96,9 @@ func Start(opt Options) (_ *Daemon, err error) {
 	var tlsCfg *tls.Config
 	switch {
 	case cfg.MQTT.UsesTLS():
-		tlsCfg, err = supervisor.TLSConfig(cfg.MQTT.TLS)
+		tlsCfg, err = wiring.TLSConfig(cfg.MQTT.TLS)
 	case cfg.MQTT.Embedded() && cfg.MQTT.TLS.CertFile != "":
-		tlsCfg, err = supervisor.PinnedTLS(cfg.MQTT.TLS)
+		tlsCfg, err = wiring.PinnedTLS(cfg.MQTT.TLS)
 	}
 	if err != nil {
 		return nil, err

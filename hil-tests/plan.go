@@ -1,3 +1,5 @@
+//go:build !saga_lean
+
 package hil
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -134,7 +137,7 @@ func NewPlan(r *RigFile, cfg *config.Config) (*Plan, error) {
 		case spec.Output != nil:
 			pa.Output = *spec.Output
 		case a.Driver == "mcu":
-			pa.Output = a.MCUOut.Channel
+			pa.Output = a.Section.(*wiring.MCUActuator).Channel
 		default:
 			bad("actuators.%s: driver %s: give its read-back output", n, a.Driver)
 			continue
@@ -172,7 +175,7 @@ func NewPlan(r *RigFile, cfg *config.Config) (*Plan, error) {
 		case r.Supply.Index == nil && s.Driver != "mcu":
 			bad("supply %s: driver %s: give supply.index, its index at the control URL", supply, s.Driver)
 		default:
-			ps := &PlannedSupply{Name: supply, Index: s.MCU.Supply, Min: s.MinVolts, Max: s.MaxVolts,
+			ps := &PlannedSupply{Name: supply, Index: mcuSupplyIndex(s), Min: s.MinVolts, Max: s.MaxVolts,
 				Hysteresis: s.HysteresisVolts, Debounce: s.Debounce, Action: s.Action}
 			if r.Supply.Index != nil {
 				ps.Index = *r.Supply.Index
@@ -268,4 +271,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// mcuSupplyIndex is the MCU's index of a supply with driver: mcu, else 0.
+func mcuSupplyIndex(s config.Supply) int {
+	if m, ok := s.Section.(*wiring.MCUSupply); ok {
+		return m.Supply
+	}
+	return 0
 }

@@ -1,3 +1,5 @@
+//go:build !saga_lean
+
 package hil
 
 import (
@@ -18,6 +20,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 )
 
 // simToken is the operator token of the sim rigs.
@@ -166,16 +169,18 @@ func simBoardArgs(cfg *config.Config) (channels, supplies string) {
 		case actuators.SafeValue:
 			v = strconv.FormatFloat(a.Safe.Value, 'f', -1, 64)
 		}
-		ch[a.MCUOut.Channel] = v
-		maxCh = max(maxCh, a.MCUOut.Channel)
+		out := a.Section.(*wiring.MCUActuator).Channel
+		ch[out] = v
+		maxCh = max(maxCh, out)
 	}
 	sup := map[int]string{}
 	maxSup := 0
 	for _, name := range cfg.SupplyNames() {
 		s := cfg.Supplies[name]
 		if s.Driver == "mcu" {
-			sup[s.MCU.Supply] = strconv.FormatFloat((s.MinVolts+s.MaxVolts)/2, 'f', -1, 64)
-			maxSup = max(maxSup, s.MCU.Supply)
+			i := mcuSupplyIndex(s)
+			sup[i] = strconv.FormatFloat((s.MinVolts+s.MaxVolts)/2, 'f', -1, 64)
+			maxSup = max(maxSup, i)
 		}
 	}
 	var cs, ss []string

@@ -1,3 +1,5 @@
+//go:build !saga_lean
+
 package supervisor
 
 import (
@@ -17,6 +19,7 @@ import (
 	"periph.io/x/conn/v3/physic"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/drivers/pca9685/pca9685test"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -59,20 +62,30 @@ func (c *ina226) Tx(addr uint16, w, r []byte) error {
 	return nil
 }
 
+// pcaBus is the fake PCA9685 as an I2C bus periph's registry can open.
+type pcaBus struct{ *pca9685test.Chip }
+
+func (pcaBus) Close() error { return nil }
+
 var registerHardware sync.Once
 
 // TestHardwareDriversFromConfig builds a Raspberry Pi style robot from a
 // config through the production path — pins found by name in periph's
 // registry (periph's own fake pins), a servo on a sysfs PWM tree, a battery
 // on an INA226 found through periph's I2C registry — and checks that steps
-// reach the hardware, the battery gates motion, and the e-stop halts,
+// reach the hardware (a PCA9685 servo hat on a fake I2C bus too), the
+// battery gates motion, and the e-stop halts,
 // blocks reset while pressed and allows it once released.
 func TestHardwareDriversFromConfig(t *testing.T) {
 	relay := &gpiotest.Pin{N: "SAGA_TEST_RELAY", Num: -1}
 	stop := &gpiotest.Pin{N: "SAGA_TEST_ESTOP", Num: -1, L: pgpio.High, EdgesChan: make(chan pgpio.Level, 16)}
 	chip := &ina226{regs: map[byte]uint16{0xFE: 0x5449, 0xFF: 0x2260}}
 	chip.setVolts(12.1)
+	pca := pca9685test.New(0x41)
 	registerHardware.Do(func() {
+		if err := i2creg.Register("SAGA_TEST_PCA", nil, -1, func() (i2c.BusCloser, error) { return pcaBus{pca}, nil }); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range []pgpio.PinIO{relay, stop} {
 			if err := gpioreg.Register(p); err != nil {
 				t.Fatal(err)
@@ -116,6 +129,13 @@ actuators:
     driver: gpio
     gpio: {pin: SAGA_TEST_RELAY}
     safe: {value: 0}
+  tilt:
+    kind: servo
+    driver: pca9685
+    pca9685: {bus: SAGA_TEST_PCA, addr: 0x41, channel: 3, min_pulse: 500us, max_pulse: 2500us, min_angle: -90, max_angle: 90}
+    min: -90
+    max: 90
+    safe: detach
 estop:
   driver: gpio
   pin: SAGA_TEST_ESTOP
@@ -160,6 +180,13 @@ estop:
 	if r := do(`{"id":"s2","agent":"ctl","op":"step",%s,"saga":%d,"actuator":"pump","value":1}`, lease, saga); !r.OK || relay.Read() != pgpio.High {
 		t.Fatalf("step on the relay: %s %s; pin %v", r.Code, r.Message, relay.Read())
 	}
+	if r := do(`{"id":"s2b","agent":"ctl","op":"step",%s,"saga":%d,"actuator":"tilt","value":45}`, lease, saga); !r.OK {
+		t.Fatalf("step on the PCA9685 servo: %s %s", r.Code, r.Message)
+	}
+	// 2 ms of the 50 Hz board's 4096 counts (prescale 121 at 25 MHz): 410.
+	if got, want := pca.LED(3), [4]byte{0, 0, 410 & 0xff, 410 >> 8}; got != want {
+		t.Errorf("tilt at 45° left channel 3 at %v, want %v", got, want)
+	}
 	// A sagging battery read over I2C refuses the servo.
 	chip.setVolts(10.2)
 	if r := do(`{"id":"s3","agent":"ctl","op":"step",%s,"saga":%d,"actuator":"pan","value":50}`, lease, saga); r.OK || r.Code != "SUPPLY_LOW" {
@@ -177,7 +204,7 @@ estop:
 	waitFor(t, "the e-stop to halt and send every output to its safe policy", func() bool {
 		h, _ := s.engine.Halted()
 		enable, _ := os.ReadFile(filepath.Join(pwm, "pwm0", "enable"))
-		return h && strings.TrimSpace(string(enable)) == "0" && relay.Read() == pgpio.Low
+		return h && strings.TrimSpace(string(enable)) == "0" && relay.Read() == pgpio.Low && pca.LED(3)[3]&0x10 != 0
 	})
 	if err := s.Reset("operator-token-0123456789abcdef-test", "test"); err == nil {
 		t.Error("reset accepted while the e-stop is still pressed")

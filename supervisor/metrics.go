@@ -11,6 +11,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
@@ -333,16 +334,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
 	}
 	for _, in := range s.opt.Inputs {
-		m, ok := in.(mcuInput)
+		m, ok := in.(interface{ Link() wiring.LinkStats })
 		if !ok {
 			continue
 		}
-		st := m.l.Stats()
-		gauge(c.serialUp, bit(m.l.Ready() == nil), m.name)
-		counter(c.serialFrames, st.Frames, m.name)
-		counter(c.serialCRC, st.BadCRC, m.name)
-		counter(c.serialRetx, st.Retransmits, m.name)
-		counter(c.serialLost, st.SessionsLost, m.name)
+		st := m.Link()
+		gauge(c.serialUp, bit(in.Ready() == nil), st.Name)
+		counter(c.serialFrames, st.Frames, st.Name)
+		counter(c.serialCRC, st.BadCRC, st.Name)
+		counter(c.serialRetx, st.Retransmits, st.Name)
+		counter(c.serialLost, st.SessionsLost, st.Name)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build !saga_lean
+
 package supervisor
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim/mcu"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 )
 
 // A board's link is a readiness input and is exported on /metrics: up, and
@@ -47,7 +50,7 @@ func TestSerialLinkMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Options.Inputs = append(b.Options.Inputs, mcuInput{name: "pico", l: l})
+	b.Options.Inputs = append(b.Options.Inputs, wiring.BoardInput("pico", l))
 	s, err := New(b.Options)
 	if err != nil {
 		t.Fatal(err)

@@ -70,38 +70,65 @@ type Board struct {
 // channel full off already. See the package documentation for the register
 // sequence.
 func Open(bus i2c.Bus, opts Options) (*Board, error) {
-	if opts.Addr == 0 {
-		opts.Addr = DefaultAddr
-	}
-	if opts.Frequency == 0 {
-		opts.Frequency = DefaultFrequency
-	}
-	if opts.OscillatorHz == 0 {
-		opts.OscillatorHz = DefaultOscillatorHz
-	}
-	name := fmt.Sprintf("pca9685 %#02x", opts.Addr)
+	name := fmt.Sprintf("pca9685 %#02x", opts.withDefaults().Addr)
 	if bus != nil {
 		name += " on " + bus.String()
 	}
-	switch {
-	case bus == nil:
+	if bus == nil {
 		return nil, fmt.Errorf("pca9685: %s: %w: no bus", name, ErrConfig)
-	case opts.Addr < 0x40 || opts.Addr > 0x7F:
-		return nil, fmt.Errorf("pca9685: %s: %w: address outside 0x40..0x7f", name, ErrConfig)
-	case !finite(opts.OscillatorHz) || opts.OscillatorHz <= 0 || opts.OscillatorHz > maxOscillatorHz:
-		return nil, fmt.Errorf("pca9685: %s: %w: oscillator %g Hz outside (0, %g]", name, ErrConfig, opts.OscillatorHz, maxOscillatorHz)
 	}
-	ps, err := prescaleFor(opts.OscillatorHz, opts.Frequency)
+	b, err := newBoard(opts)
 	if err != nil {
 		return nil, fmt.Errorf("pca9685: %s: %w", name, err)
 	}
-	b := &Board{bus: bus, addr: opts.Addr, name: name, osc: opts.OscillatorHz, prescale: ps}
+	b.bus, b.name = bus, name
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.init(); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Addr == 0 {
+		o.Addr = DefaultAddr
+	}
+	if o.Frequency == 0 {
+		o.Frequency = DefaultFrequency
+	}
+	if o.OscillatorHz == 0 {
+		o.OscillatorHz = DefaultOscillatorHz
+	}
+	return o
+}
+
+// newBoard checks opts and returns a board without a bus.
+func newBoard(opts Options) (*Board, error) {
+	opts = opts.withDefaults()
+	switch {
+	case opts.Addr < 0x40 || opts.Addr > 0x7F:
+		return nil, fmt.Errorf("%w: address %#02x outside 0x40..0x7f", ErrConfig, opts.Addr)
+	case !finite(opts.OscillatorHz) || opts.OscillatorHz <= 0 || opts.OscillatorHz > maxOscillatorHz:
+		return nil, fmt.Errorf("%w: oscillator %g Hz outside (0, %g]", ErrConfig, opts.OscillatorHz, maxOscillatorHz)
+	}
+	ps, err := prescaleFor(opts.OscillatorHz, opts.Frequency)
+	if err != nil {
+		return nil, err
+	}
+	return &Board{addr: opts.Addr, osc: opts.OscillatorHz, prescale: ps}, nil
+}
+
+// Check reports whether Open would accept opts, and Servo cal on such a
+// board (cal nil: no servo), without a chip: a configuration is checked
+// before anything is opened. Its errors wrap ErrConfig.
+func Check(opts Options, cal *ServoCalibration) error {
+	b, err := newBoard(opts)
+	if err != nil || cal == nil {
+		return err
+	}
+	_, err = b.servoMap(*cal)
+	return err
 }
 
 // prescaleFor returns PRE_SCALE for a frequency: round(osc / (4096 f)) - 1,

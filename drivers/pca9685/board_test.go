@@ -244,3 +244,40 @@ func TestHaltAllAndClose(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck: the configuration check refuses, without a chip, exactly what
+// Open and Servo refuse, so check-config and the daemon agree.
+func TestCheck(t *testing.T) {
+	good := pca9685.ServoCalibration{MinPulse: 500 * time.Microsecond, MaxPulse: 2500 * time.Microsecond, MinAngle: -90, MaxAngle: 90}
+	cases := []struct {
+		name string
+		opts pca9685.Options
+		cal  *pca9685.ServoCalibration
+		ok   bool
+	}{
+		{"defaults", pca9685.Options{}, nil, true},
+		{"servo", pca9685.Options{}, &good, true},
+		{"address below", pca9685.Options{Addr: 0x3f}, nil, false},
+		{"address above", pca9685.Options{Addr: 0x80}, nil, false},
+		{"frequency too high", pca9685.Options{Frequency: 2000}, nil, false},
+		{"frequency too low", pca9685.Options{Frequency: 20}, nil, false},
+		{"oscillator", pca9685.Options{OscillatorHz: 60e6}, nil, false},
+		{"pulse over the period", pca9685.Options{Frequency: 500}, &good, false},
+		{"pulses under one count", pca9685.Options{}, &pca9685.ServoCalibration{MinPulse: 1500 * time.Microsecond, MaxPulse: 1502 * time.Microsecond, MinAngle: 0, MaxAngle: 1}, false},
+		{"angles", pca9685.Options{}, &pca9685.ServoCalibration{MinPulse: good.MinPulse, MaxPulse: good.MaxPulse, MinAngle: 90, MaxAngle: -90}, false},
+	}
+	for _, tc := range cases {
+		err := pca9685.Check(tc.opts, tc.cal)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, pca9685.ErrConfig) {
+			t.Errorf("%s: Check = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		// Open and Servo on a real (fake) chip say the same.
+		b, oerr := pca9685.Open(pca9685test.New(tc.opts.Addr), tc.opts)
+		if oerr == nil && tc.cal != nil {
+			_, oerr = b.Servo(0, *tc.cal)
+		}
+		if (oerr == nil) != (err == nil) {
+			t.Errorf("%s: Check = %v but Open/Servo = %v", tc.name, err, oerr)
+		}
+	}
+}

@@ -44,10 +44,8 @@ func Policy(cfg *config.Config) *access.Policy {
 	}
 	slices.Sort(p.Agents)
 	for _, name := range cfg.ActuatorNames() {
-		a := cfg.Actuators[name]
-		if a.Driver == "mqtt" {
-			p.Devices = append(p.Devices, access.Device{User: a.MQTT.User, SetTopic: a.MQTT.SetTopic,
-				AckTopic: a.MQTT.AckTopic, StateTopic: a.MQTT.StateTopic})
+		if m, ok := cfg.Actuators[name].Section.(*config.MQTTActuator); ok {
+			p.Devices = append(p.Devices, access.Device{User: m.User, SetTopic: m.SetTopic, AckTopic: m.AckTopic, StateTopic: m.StateTopic})
 		}
 	}
 	return p

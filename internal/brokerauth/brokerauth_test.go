@@ -119,7 +119,7 @@ func TestPolicyFromConfig(t *testing.T) {
 	}
 	a := cfg.Actuators["base"]
 	a.Driver = "mqtt"
-	a.MQTT = config.MQTTActuator{SetTopic: "dev/base/set", AckTopic: "dev/base/ack", User: "board"}
+	a.Section = &config.MQTTActuator{SetTopic: "dev/base/set", AckTopic: "dev/base/ack", User: "board"}
 	cfg.Actuators["base"] = a
 	cfg.MQTT.Broker, cfg.MQTT.Username = "tcp://127.0.0.1:1883", "sup"
 	p = Policy(cfg)

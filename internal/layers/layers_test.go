@@ -49,6 +49,12 @@ var rules = []rule{
 		forbid: []string{"rollback/...", "recovery/...", "wal/...", "limits/...", "supervisor/...", "api/...", "transport/...", "client/...", "cmd/..."}},
 	{from: "actuators/...", why: "the driver interface sits under the engine, not beside it",
 		forbid: []string{"rollback/...", "recovery/...", "wal/...", "supervisor/...", "api/...", "transport/...", "drivers/..."}},
+	{from: "supervisor/config", why: "the configuration is data: each driver kind's section is registered, and its driver opened, by supervisor/wiring",
+		forbid: []string{"drivers/...", "periph.io/...", "go.bug.st/...", "supervisor/wiring"}},
+	{from: "supervisor", why: "hardware is opened by supervisor/wiring only, so a lean build (-tags saga_lean) leaves it out",
+		forbid: []string{"drivers/gpio", "drivers/serial", "drivers/ina2xx", "drivers/pca9685", "periph.io/...", "go.bug.st/..."}},
+	{from: "supervisor/wiring", why: "wiring opens drivers from a config; the supervisor that uses them is above it",
+		forbid: []string{"supervisor", "daemon/...", "rollback/...", "recovery/...", "wal/...", "api/...", "transport/...", "cmd/..."}},
 	{from: "wal/...", why: "the journal is pure storage: no clock of the engine, no network",
 		forbid: []string{"std:net/...", "drivers/...", "recovery/...", "cmd/..."}},
 }

@@ -228,11 +228,13 @@ type Sim struct {
 
 // Supply is one watched power rail.
 type Supply struct {
-	// Driver reads the voltage. Only "sim" exists so far.
-	Driver string    `yaml:"driver"`
-	Sim    SimSupply `yaml:"sim"`
-	I2C    I2CSupply `yaml:"i2c"` // driver: ina219 or ina226
-	MCU    MCUSupply `yaml:"mcu"` // driver: mcu
+	// Driver reads the voltage: sim, or a registered driver kind
+	// (ina219, ina226, mcu; see DriverNames).
+	Driver string `yaml:"driver"`
+	// Section is the driver's own settings (sim: *SimSupply), written
+	// under the driver's key: its defaults when the file wrote none.
+	Section  any `yaml:"-"`
+	sections sections
 	// MinVolts and MaxVolts bound the rail; required.
 	MinVolts float64 `yaml:"min_volts"`
 	MaxVolts float64 `yaml:"max_volts"`
@@ -248,34 +250,6 @@ type Supply struct {
 	// the safe end: a rail that trips with no action configured stops the
 	// robot rather than only logging).
 	Action limits.Action `yaml:"action"`
-}
-
-// I2CSupply configures a supply read by an INA219 or INA226 power monitor
-// on an I2C bus (driver: ina219 or ina226).
-type I2CSupply struct {
-	// Bus is the I2C bus as periph names it: "1" for /dev/i2c-1 on a
-	// Raspberry Pi, or "" for the first bus found.
-	Bus string `yaml:"bus"`
-	// Addr is the chip's 7-bit address (default 0x40, the address with
-	// both address pins grounded).
-	Addr int `yaml:"addr"`
-	// ShuntOhms is the shunt resistor, for the current reading (0: none).
-	ShuntOhms float64 `yaml:"shunt_ohms"`
-	// Averages is how many samples each reading averages (0: the chip
-	// driver's default, 16).
-	Averages int `yaml:"averages"`
-	// ConversionCheck (default true) fails readings once the chip has
-	// finished no conversion for a while, so a wedged chip cannot serve a
-	// frozen voltage. Turn it off only for a clone whose conversion-ready
-	// flag does not work — a stopped chip then goes unnoticed.
-	ConversionCheck bool `yaml:"conversion_check"`
-}
-
-// MCUSupply is a supply measured by a microcontroller (driver: mcu) and
-// reported in its telemetry.
-type MCUSupply struct {
-	Board  string `yaml:"board"`  // the board's name under mcus; required
-	Supply int    `yaml:"supply"` // the MCU's supply index (default 0)
 }
 
 // MCU is a microcontroller board on a serial link. Exactly one of Port and
@@ -316,13 +290,15 @@ type SimSupply struct {
 // Actuator is one named output. Its name is its key under actuators.
 type Actuator struct {
 	Kind actuators.Kind `yaml:"kind"` // servo, pwm, digital, setpoint or pulse; required
-	// Driver sets the output: "sim" (a simulated output) or "mqtt" (a
-	// device that takes setpoints over MQTT; see MQTTActuator).
-	Driver string       `yaml:"driver"`
-	Sim    SimActuator  `yaml:"sim"`
-	MQTT   MQTTActuator `yaml:"mqtt"` // required with driver: mqtt, refused otherwise
-	GPIO   GPIOActuator `yaml:"gpio"` // required with driver: gpio, refused otherwise
-	MCUOut MCUActuator  `yaml:"mcu"`  // required with driver: mcu, refused otherwise
+	// Driver sets the output: "sim" (a simulated output), "mqtt" (a
+	// device that takes setpoints over MQTT; see MQTTActuator) or a
+	// registered driver kind (gpio, mcu, pca9685; see DriverNames).
+	Driver string `yaml:"driver"`
+	// Section is the driver's own settings (sim: *SimActuator, mqtt:
+	// *MQTTActuator), written under the driver's name; its defaults when
+	// the file wrote none. A section of another driver is refused.
+	Section  any `yaml:"-"`
+	sections sections
 	// Min and Max bound every command; required, except for pwm and digital
 	// where they default to 0 and 1 (and must lie within [0, 1]).
 	Min float64 `yaml:"min"`
@@ -376,49 +352,6 @@ type MQTTActuator struct {
 	// nothing else). Default: the actuator's name. Devices sharing one
 	// board may share a user.
 	User string `yaml:"user"`
-}
-
-// MCUActuator is an output of a microcontroller (driver: mcu): a channel
-// the board drives, acknowledging each value with the one it applied.
-type MCUActuator struct {
-	Board   string `yaml:"board"`   // the board's name under mcus; required
-	Channel int    `yaml:"channel"` // the MCU's channel number; required
-	// Tolerance accepts an acknowledged value this close to the one asked
-	// for (default 0: exact to the thousandth), for boards that quantise.
-	Tolerance float64 `yaml:"tolerance"`
-}
-
-// GPIOActuator configures an output on the machine's own pins (driver:
-// gpio): a digital output (a relay, an enable line) on a GPIO pin, or a
-// hobby servo on a PWM channel — through the kernel's sysfs PWM interface
-// (pwm: sysfs, the default: Raspberry Pi 5, and no root needed) or periph's
-// PWM on the pin itself (pwm: periph: Raspberry Pi 4 and older, as root).
-type GPIOActuator struct {
-	// Pin names the pin as periph does ("GPIO17"): a digital output's pin,
-	// or a servo's with pwm: periph.
-	Pin string `yaml:"pin"`
-	// ActiveLow: 1 (on) drives the pin low, for relay boards that energise
-	// on low. Digital outputs only.
-	ActiveLow bool `yaml:"active_low"`
-	// InertOn: the detach safe policy switches the output on rather than
-	// off. Digital outputs only.
-	InertOn bool `yaml:"inert_on"`
-	// PWM is how a servo's pulses are made: sysfs (default) or periph.
-	PWM string `yaml:"pwm"`
-	// Chip and Channel select /sys/class/pwm/pwmchipN/pwmM (pwm: sysfs).
-	Chip    int `yaml:"chip"`
-	Channel int `yaml:"channel"`
-	// SysfsRoot is the PWM class directory (default /sys/class/pwm).
-	SysfsRoot string `yaml:"sysfs_root"`
-	// MinPulse and MaxPulse are the pulse widths at MinAngle and MaxAngle:
-	// the servo's calibration, required (e.g. 500us and 2500us for
-	// -90..90). The actuator's min and max must lie within the angles.
-	MinPulse time.Duration `yaml:"min_pulse"`
-	MaxPulse time.Duration `yaml:"max_pulse"`
-	MinAngle float64       `yaml:"min_angle"`
-	MaxAngle float64       `yaml:"max_angle"`
-	// Period is the pulse period (default 20ms: 50 Hz).
-	Period time.Duration `yaml:"period"`
 }
 
 // EStop configures an emergency-stop input. Pressing it halts the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func Load(path string) (*Config, error) {
 // The returned error lists every problem found (errors.Join of *Error),
 // sorted by line.
 func Parse(data []byte, name string) (*Config, error) {
-	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}}
+	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}}
 	c := d.parse(data)
 	if len(d.errs) > 0 {
 		return nil, d.joined()
@@ -108,7 +109,7 @@ func Parse(data []byte, name string) (*Config, error) {
 // the mosquitto password file and ACL — before those files exist. The
 // secrets of the result are empty.
 func ParseLayout(data []byte, name string) (*Config, error) {
-	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, noSecrets: true}
+	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}, noSecrets: true}
 	c := d.parse(data)
 	if len(d.errs) > 0 {
 		return nil, d.joined()
@@ -130,7 +131,9 @@ type decoder struct {
 	warns []*Error
 	at    map[string]place // dotted path → where its value (or, for a mapping, its key) is
 	bad   map[string]bool  // paths whose value did not decode: later checks skip them
-	mcus  map[string]MCU   // the config's boards, for checks of sections that name one
+	// claims maps a resource a driver section takes (a channel, a topic)
+	// to the path that took it first (Check.Claim).
+	claims map[string]string
 	// noSecrets: read none of the files the config names (ParseLayout).
 	noSecrets bool
 }
@@ -406,6 +409,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	fields := fieldsOf(v.Type())
+	sec, sectioned := v.Addr().Interface().(sectioned)
 	d.pairs(n, path, func(k, val *yaml.Node, key string) {
 		for _, f := range fields {
 			if f.key == key {
@@ -413,12 +417,30 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 				return
 			}
 		}
+		if sectioned {
+			if sv, ok := sec.section(key); ok {
+				d.child(k, val, sv, join(path, key))
+				return
+			}
+		}
 		known := make([]string, len(fields))
 		for i, f := range fields {
 			known[i] = f.key
 		}
+		if sectioned {
+			at := slices.Index(known, "driver") + 1
+			known = slices.Insert(known, at, sec.sectionKeys()...)
+		}
 		d.fail(k, path, "unknown key %q (known keys: %s)", key, strings.Join(known, ", "))
 	})
+}
+
+// sectioned is a struct that holds driver sections (Actuator, Supply):
+// keys other than its fields may be a registered driver's section, listed
+// after "driver" in errors.
+type sectioned interface {
+	section(key string) (reflect.Value, bool)
+	sectionKeys() []string
 }
 
 // named decodes a mapping of names to entries (actuators, supplies). Each

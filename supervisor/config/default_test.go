@@ -60,7 +60,7 @@ func TestDefault(t *testing.T) {
 		if got := a.LimitsSpec(); got != wantSpec {
 			t.Errorf("%s: LimitsSpec %+v, want %+v", j.name, got, wantSpec)
 		}
-		if a.Kind != actuators.Servo || a.Driver != "sim" || a.Sim.Slew != j.slew || a.Initial != j.initial ||
+		if a.Kind != actuators.Servo || a.Driver != "sim" || a.Section.(*config.SimActuator).Slew != j.slew || a.Initial != j.initial ||
 			a.Safe != j.safe || a.Timeout != 200*time.Millisecond {
 			t.Errorf("%s: %+v", j.name, a)
 		}
@@ -79,7 +79,7 @@ func TestDefault(t *testing.T) {
 	if got := b.Spec("battery"); got != demoBattery {
 		t.Errorf("battery spec %+v, want %+v", got, demoBattery)
 	}
-	if b.Driver != "sim" || b.Sim.Volts != 7.4 {
+	if b.Driver != "sim" || b.Section.(*config.SimSupply).Volts != 7.4 {
 		t.Errorf("battery %+v", b)
 	}
 
@@ -150,7 +150,7 @@ actuators:
 	}
 	a := bare.Actuators["base"]
 	if a.Policy != limits.Reject || a.Safe.Mode != actuators.SafeHold || a.Timeout != actuators.DefaultTimeout ||
-		a.Sim.Slew != 720 || a.Initial != 0 || a.MaxStep != 0 || a.MaxRate != 0 || a.Supply != "" {
+		a.Section.(*config.SimActuator).Slew != 720 || a.Initial != 0 || a.MaxStep != 0 || a.MaxRate != 0 || a.Supply != "" {
 		t.Errorf("actuator defaults %+v", a)
 	}
 	s, err := config.Parse([]byte(minimal), "arm.yaml")
@@ -159,7 +159,7 @@ actuators:
 	}
 	b := s.Supplies["battery"]
 	if b.Debounce != 200*time.Millisecond || b.StaleAfter != 2*time.Second || b.Action != limits.Halt ||
-		b.HysteresisVolts != 0 || b.Sim.Volts != 7.5 {
+		b.HysteresisVolts != 0 || b.Section.(*config.SimSupply).Volts != 7.5 {
 		t.Errorf("supply defaults %+v", b)
 	}
 }

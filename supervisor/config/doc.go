@@ -14,7 +14,7 @@
 // second YAML document is an error. Every error names file:line:col and the
 // key's dotted path, e.g.
 //
-//	arm.yaml:14:5: actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, ...)
+//	arm.yaml:14:5: actuators.elbow: unknown key "slew" (known keys: kind, driver, gpio, ...)
 //
 // and Parse reports all of them at once (errors.Join of *Error, sorted by
 // line), so one edit-run cycle fixes a file. The node tree is walked by this

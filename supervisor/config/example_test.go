@@ -57,7 +57,7 @@ actuators:
 	fmt.Println(err)
 	// Output:
 	// arm.yaml:8:14: actuators.elbow.initial: 150 is outside [min, max] = [0, 135]
-	// arm.yaml:9:5: actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, mqtt, gpio, mcu, min, max, max_step, max_rate, policy, initial, safe, supply, supply_min_volts, supply_max_volts, timeout, requires_approval)
+	// arm.yaml:9:5: actuators.elbow: unknown key "slew" (known keys: kind, driver, gpio, mcu, mqtt, pca9685, sim, min, max, max_step, max_rate, policy, initial, safe, supply, supply_min_volts, supply_max_volts, timeout, requires_approval)
 	// arm.yaml:10:14: actuators.elbow.timeout: want a duration, got the number 200: a duration needs a unit, e.g. "200ms" or "2s"
 }
 

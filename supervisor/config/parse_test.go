@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	_ "github.com/saga-supervisor/saga-supervisor/supervisor/wiring" // the driver kinds
 )
 
 // A line ending in "#!" marks where an expected error is located: the i-th
@@ -54,7 +55,7 @@ actuators:
     min: 0
     max: 135
     slew: 720 #!
-`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, sim, mqtt, gpio, mcu, min, max,`}},
+`, []string{`actuators.elbow: unknown key "slew" (known keys: kind, driver, gpio, mcu, mqtt, pca9685, sim, min, max,`}},
 	{"unknown key two levels down", `
 device: arm1
 mqtt:
@@ -291,7 +292,7 @@ actuators:
     colour: red #!
 `, []string{
 		`unwind.order: unknown order "backwards" (known: retrace, direct)`,
-		`actuators.base.driver: unknown driver "pwm-hat" (known drivers: sim, mqtt, gpio, mcu)`,
+		`actuators.base.driver: unknown driver "pwm-hat" (known drivers: gpio, mcu, mqtt, pca9685, sim)`,
 		`actuators.base.policy: unknown policy "clip" (known: reject, clamp)`,
 		`actuators.base: unknown key "colour"`,
 	}},
@@ -329,7 +330,7 @@ actuators:
 device: arm1
 actuators:
   base: {kind: servo, min: 0, max: 1} #!
-`, []string{`actuators.base.driver: required (known drivers: sim, mqtt, gpio, mcu)`}},
+`, []string{`actuators.base.driver: required (known drivers: gpio, mcu, mqtt, pca9685, sim)`}},
 	{"missing max", `
 device: arm1
 actuators:
@@ -747,7 +748,7 @@ supplies:
     max_volts: 8
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`supplies.battery.driver: unknown driver "mqtt" (known drivers: sim, ina219, ina226, mcu)`}},
+`, []string{`supplies.battery.driver: unknown driver "mqtt" (known drivers: ina219, ina226, mcu, sim)`}},
 }
 
 // markedLines returns the 1-based numbers of the lines carrying the marker.
@@ -931,7 +932,7 @@ actuators:
 		t.Fatal(err)
 	}
 	for _, name := range []string{"relay", "fan"} {
-		if a := c.Actuators[name]; a.Min != 0 || a.Max != 1 || a.Sim.Slew != 0 {
+		if a := c.Actuators[name]; a.Min != 0 || a.Max != 1 || a.Section.(*config.SimActuator).Slew != 0 {
 			t.Errorf("%s: %+v", name, a)
 		}
 	}
@@ -962,14 +963,16 @@ actuators:
 	}
 	p := c.Actuators["pump"]
 	want := config.MQTTActuator{SetTopic: "robots/arm1/pump/set", AckTopic: "robots/arm1/pump/ack", StateTopic: "robots/arm1/pump/state", User: "pump"}
-	if p.Driver != "mqtt" || p.MQTT != want {
+	if p.Driver != "mqtt" || *p.Section.(*config.MQTTActuator) != want {
 		t.Errorf("pump %+v", p)
 	}
-	if r := c.Actuators["relay"]; r.MQTT.StateTopic != "" || r.MQTT.AckTopic != "relay/ack" {
-		t.Errorf("relay %+v", r.MQTT)
+	if r := c.Actuators["relay"].Section.(*config.MQTTActuator); r.StateTopic != "" || r.AckTopic != "relay/ack" {
+		t.Errorf("relay %+v", r)
 	}
-	if b := c.Actuators["base"]; b.MQTT != (config.MQTTActuator{}) {
-		t.Errorf("a sim actuator has mqtt settings %+v", b.MQTT)
+	if b, ok := c.Actuators["base"].Section.(*config.SimActuator); !ok {
+		t.Errorf("a sim actuator has other settings %+v", c.Actuators["base"].Section)
+	} else if *b != (config.SimActuator{Slew: 720}) {
+		t.Errorf("base %+v", b)
 	}
 	if got := c.Where("actuators.pump.mqtt.ack_topic"); !strings.HasPrefix(got, "arm.yaml:7:") {
 		t.Errorf("Where(ack_topic) = %s", got)

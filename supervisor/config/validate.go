@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/saga-supervisor/saga-supervisor/internal/mqtttopic"
 	"net"
 	"net/netip"
 	"net/url"
@@ -60,16 +59,6 @@ const (
 	brokerEmbedded = "embedded"
 	driverSim      = "sim"
 	driverMQTT     = "mqtt"
-	driverGPIO     = "gpio"
-	driverINA219   = "ina219"
-	driverINA226   = "ina226"
-	driverMCU      = "mcu"
-)
-
-// The driver names an actuator or a supply may use.
-var (
-	actuatorDrivers = []string{driverSim, driverMQTT, driverGPIO, driverMCU}
-	supplyDrivers   = []string{driverSim, driverINA219, driverINA226, driverMCU}
 )
 
 // Broker URL schemes, as paho.mqtt.golang dials them.
@@ -111,7 +100,7 @@ func defaults() *Config {
 }
 
 func (s *Supply) setDefaults() {
-	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt, I2C: I2CSupply{Addr: 0x40, ConversionCheck: true}}
+	*s = Supply{Debounce: 200 * time.Millisecond, StaleAfter: 2 * time.Second, Action: limits.Halt}
 }
 
 func (m *MCU) setDefaults() {
@@ -123,8 +112,6 @@ func (a *Actuator) setDefaults() {
 		Policy:  limits.Reject,
 		Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
 		Timeout: actuators.DefaultTimeout,
-		Sim:     SimActuator{Slew: 720},
-		GPIO:    GPIOActuator{PWM: "sysfs", Period: 20 * time.Millisecond},
 	}
 }
 
@@ -137,32 +124,23 @@ func (d *decoder) complete(c *Config) {
 		c.MQTT.ClientID = "saga-supervisor-" + c.Device
 	}
 	for name, a := range c.Actuators {
-		if a.Driver == driverMQTT && a.MQTT.User == "" {
-			a.MQTT.User = name
-			c.Actuators[name] = a
+		a.Section = setSection(a.Driver, false, a.sections)
+		if m, ok := a.Section.(*MQTTActuator); ok && m.User == "" {
+			m.User = name
 		}
-	}
-	for name, s := range c.Supplies {
-		p := "supplies." + name
-		if !d.set(p + ".sim.volts") {
-			s.Sim.Volts = (s.MinVolts + s.MaxVolts) / 2
-		}
-		c.Supplies[name] = s
-	}
-	for name, a := range c.Actuators {
-		p := "actuators." + name
 		if unitRange(a.Kind) {
-			if !d.set(p + ".min") {
+			if !d.set("actuators." + name + ".min") {
 				a.Min = 0
 			}
-			if !d.set(p + ".max") {
+			if !d.set("actuators." + name + ".max") {
 				a.Max = 1
 			}
 		}
-		if a.Kind != actuators.Servo && !d.set(p+".sim.slew") {
-			a.Sim.Slew = 0
-		}
 		c.Actuators[name] = a
+	}
+	for name, s := range c.Supplies {
+		s.Section = setSection(s.Driver, true, s.sections)
+		c.Supplies[name] = s
 	}
 }
 
@@ -171,7 +149,6 @@ func unitRange(k actuators.Kind) bool { return k == actuators.PWM || k == actuat
 
 // validate checks everything that decoding alone cannot.
 func (d *decoder) validate(c *Config) {
-	d.mcus = c.MCUs
 	if !d.set("device") {
 		d.errorf("device", "required: the robot's name, used in its MQTT topics (%s/<device>)", c.MQTT.Prefix)
 	} else if d.ok("device") {
@@ -187,7 +164,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateMQTT(c.MQTT)
 	d.validateHTTP(c.HTTP)
 	for _, name := range c.SupplyNames() {
-		d.validateSupply("supplies."+name, c.Supplies[name])
+		d.validateSupply(c, name)
 	}
 	if len(c.Actuators) == 0 && d.ok("actuators") {
 		d.errorf("actuators", "at least one actuator is required")
@@ -195,7 +172,6 @@ func (d *decoder) validate(c *Config) {
 	for _, name := range c.ActuatorNames() {
 		d.validateActuator(c, name)
 	}
-	d.validateMQTTTopicsUnique(c)
 	d.validateEStop(c.EStop)
 	d.validateMCUs(c)
 	d.validateApprovals(c)
@@ -445,7 +421,7 @@ func (d *decoder) validateAllow(c *Config) {
 // deviceUser returns the MQTT actuator whose device logs in as user, or "".
 func deviceUser(c *Config, user string) string {
 	for _, name := range c.ActuatorNames() {
-		if a := c.Actuators[name]; a.Driver == driverMQTT && a.MQTT.User == user {
+		if m, ok := c.Actuators[name].Section.(*MQTTActuator); ok && m.User == user {
 			return name
 		}
 	}
@@ -674,35 +650,9 @@ func (d *decoder) readSecrets(c *Config) {
 	}
 }
 
-func (d *decoder) validateSupply(p string, s Supply) {
-	if d.validateDriver(p, s.Driver, supplyDrivers) {
-		i2c := s.Driver == driverINA219 || s.Driver == driverINA226
-		if !i2c && d.set(p+".i2c") {
-			d.errorf(p+".i2c", "i2c settings apply to drivers ina219 and ina226 only, not %s", s.Driver)
-		}
-		if s.Driver != driverSim && d.set(p+".sim") {
-			d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", s.Driver)
-		}
-		if s.Driver != driverMCU && d.set(p+".mcu") {
-			d.errorf(p+".mcu", "mcu settings apply to driver: mcu only, not %s", s.Driver)
-		}
-		if s.Driver == driverMCU && d.ok(p+".mcu") {
-			d.checkBoard(p+".mcu.board", s.MCU.Board)
-			if s.MCU.Supply < 0 || s.MCU.Supply > 255 {
-				d.errorf(p+".mcu.supply", "%d is not a supply index (0..255)", s.MCU.Supply)
-			}
-		}
-		if i2c && d.ok(p+".i2c") {
-			switch {
-			case s.I2C.Addr < 0x03 || s.I2C.Addr > 0x77:
-				d.errorf(p+".i2c.addr", "0x%x is not a 7-bit device address (0x03..0x77)", s.I2C.Addr)
-			case s.I2C.ShuntOhms < 0:
-				d.errorf(p+".i2c.shunt_ohms", "must not be negative (0: no current reading)")
-			case s.I2C.Averages < 0:
-				d.errorf(p+".i2c.averages", "must not be negative (0: the chip default)")
-			}
-		}
-	}
+func (d *decoder) validateSupply(c *Config, name string) {
+	p, s := "supplies."+name, c.Supplies[name]
+	d.checkDriver(c, p, name, nil, &s)
 	for _, k := range []string{"min_volts", "max_volts"} {
 		if !d.set(p+"."+k) && d.ok(p+"."+k) {
 			d.errorf(p+"."+k, "required")
@@ -746,192 +696,8 @@ func (d *decoder) validateDriver(p, driver string, known []string) bool {
 	return true
 }
 
-// validateActuatorDriver checks the actuator's driver and its section: each
-// driver's own section (sim:, mqtt:) is only meaningful with that driver.
-func (d *decoder) validateActuatorDriver(c *Config, p string, a Actuator) {
-	if !d.validateDriver(p, a.Driver, actuatorDrivers) {
-		return
-	}
-	if a.Driver != driverSim && d.set(p+".sim") {
-		d.errorf(p+".sim", "sim settings apply to driver: sim only, not %s", a.Driver)
-	}
-	if a.Driver != driverGPIO && d.set(p+".gpio") {
-		d.errorf(p+".gpio", "gpio settings apply to driver: gpio only, not %s", a.Driver)
-	}
-	if a.Driver == driverGPIO {
-		d.validateGPIO(p, a)
-	}
-	if a.Driver != driverMCU && d.set(p+".mcu") {
-		d.errorf(p+".mcu", "mcu settings apply to driver: mcu only, not %s", a.Driver)
-	}
-	if a.Driver == driverMCU && d.ok(p+".mcu") {
-		switch {
-		case !d.set(p + ".mcu"):
-			d.errorf(p+".driver", "driver: mcu needs an mcu section with board and channel")
-		default:
-			d.checkBoard(p+".mcu.board", a.MCUOut.Board)
-			if !d.set(p + ".mcu.channel") {
-				d.errorf(p+".mcu.channel", "required: the MCU's channel number")
-			} else if a.MCUOut.Channel < 0 || a.MCUOut.Channel > 255 {
-				d.errorf(p+".mcu.channel", "%d is not a channel number (0..255)", a.MCUOut.Channel)
-			}
-			if a.MCUOut.Tolerance < 0 {
-				d.errorf(p+".mcu.tolerance", "must not be negative")
-			}
-		}
-	}
-	if a.Driver != driverMQTT {
-		if d.set(p + ".mqtt") {
-			d.errorf(p+".mqtt", "mqtt settings apply to driver: mqtt only, not %s", a.Driver)
-		}
-		return
-	}
-	if !d.set(p + ".mqtt") {
-		d.errorf(p+".driver", "driver: mqtt needs an mqtt section with set_topic and ack_topic")
-		return
-	}
-	if !d.ok(p + ".mqtt") {
-		return
-	}
-	m := a.MQTT
-	if d.set(p+".mqtt.user") && d.ok(p+".mqtt.user") {
-		if err := checkName(m.User); err != nil {
-			d.errorf(p+".mqtt.user", "%v", err)
-		} else if m.User == c.MQTT.ClientID || strings.HasPrefix(m.User, c.MQTT.ClientID+"-") {
-			d.errorf(p+".mqtt.user", "%q is the supervisor's own MQTT user", m.User)
-		}
-	}
-	own := c.Topic() + "/"
-	topics := []struct {
-		key, topic string
-		required   bool
-	}{{"set_topic", m.SetTopic, true}, {"ack_topic", m.AckTopic, true}, {"state_topic", m.StateTopic, false}}
-	for i, t := range topics {
-		tp := p + ".mqtt." + t.key
-		if !d.ok(tp) {
-			continue
-		}
-		if !d.set(tp) {
-			if t.required {
-				d.errorf(tp, "required with driver: mqtt")
-			}
-			continue
-		}
-		if err := mqtttopic.CheckPublish(t.topic); err != nil {
-			d.errorf(tp, "%v", err)
-			continue
-		}
-		if d.ok("mqtt.prefix", "device") && (t.topic+"/" == own || strings.HasPrefix(t.topic, own)) {
-			d.errorf(tp, "%.60q lies under %s, which the supervisor's own API uses", t.topic, own)
-			continue
-		}
-		for _, u := range topics[:i] {
-			if u.topic == t.topic && d.set(p+".mqtt."+u.key) {
-				d.errorf(tp, "is the same topic as %s: set, ack and state topics must differ", u.key)
-			}
-		}
-	}
-}
-
-// validateGPIO checks a gpio actuator: a digital output on a pin, or a
-// calibrated servo on a PWM channel.
-func (d *decoder) validateGPIO(p string, a Actuator) {
-	g, gp := a.GPIO, p+".gpio"
-	if !d.ok(gp) || !d.ok(p+".kind") {
-		return
-	}
-	if !d.set(gp) {
-		d.errorf(p+".driver", "driver: gpio needs a gpio section: a pin for a digital output; a PWM channel and the calibration for a servo")
-		return
-	}
-	only := func(kind actuators.Kind, keys ...string) {
-		for _, k := range keys {
-			if d.set(gp + "." + k) {
-				d.errorf(gp+"."+k, "applies to %s actuators only, not %s", kind, a.Kind)
-			}
-		}
-	}
-	switch a.Kind {
-	case actuators.Digital:
-		only(actuators.Servo, "pwm", "chip", "channel", "sysfs_root", "min_pulse", "max_pulse", "min_angle", "max_angle", "period")
-		if g.Pin == "" {
-			d.errorf(gp+".pin", "required: the output's pin, e.g. GPIO17")
-		}
-	case actuators.Servo:
-		only(actuators.Digital, "active_low", "inert_on")
-		switch g.PWM {
-		case "sysfs":
-			if d.set(gp + ".pin") {
-				d.errorf(gp+".pin", "pwm: sysfs names a chip and channel, not a pin (or set pwm: periph)")
-			}
-			if !d.set(gp + ".channel") {
-				d.errorf(gp+".channel", "required with pwm: sysfs: the channel M of pwmchipN/pwmM")
-			}
-			if g.Chip < 0 || g.Channel < 0 {
-				d.errorf(pick(d, gp+".chip", gp+".channel"), "must not be negative")
-			}
-		case "periph":
-			if g.Pin == "" {
-				d.errorf(gp+".pin", "required with pwm: periph: the servo's pin, e.g. GPIO18")
-			}
-			for _, k := range []string{"chip", "channel", "sysfs_root"} {
-				if d.set(gp + "." + k) {
-					d.errorf(gp+"."+k, "applies to pwm: sysfs only")
-				}
-			}
-		default:
-			d.errorf(gp+".pwm", "unknown %.20q (sysfs or periph)", g.PWM)
-		}
-		for _, k := range []string{"min_pulse", "max_pulse", "min_angle", "max_angle"} {
-			if !d.set(gp + "." + k) {
-				d.errorf(gp+"."+k, "required: the servo's calibration (pulse widths at the ends of its angle range)")
-			}
-		}
-		period := g.Period
-		calibrated := d.set(gp+".min_pulse") && d.set(gp+".max_pulse") && d.set(gp+".min_angle") && d.set(gp+".max_angle")
-		switch {
-		case !calibrated:
-		case g.MinPulse <= 0 || g.MaxPulse <= 0 || g.MinPulse == g.MaxPulse:
-			d.errorf(gp+".min_pulse", "pulse widths must be positive and differ (%v, %v)", g.MinPulse, g.MaxPulse)
-		case period <= 0:
-			d.errorf(gp+".period", "must be positive")
-		case max(g.MinPulse, g.MaxPulse) >= period:
-			d.errorf(gp+".max_pulse", "a pulse of %v does not fit in the %v period", max(g.MinPulse, g.MaxPulse), period)
-		}
-		switch {
-		case !calibrated:
-		case g.MinAngle >= g.MaxAngle:
-			d.errorf(gp+".min_angle", "%g is not below max_angle %g", g.MinAngle, g.MaxAngle)
-		case d.ok(p+".min", p+".max") && (a.Min < g.MinAngle || a.Max > g.MaxAngle):
-			// A limit outside the calibration would be a command the servo
-			// cannot be driven to.
-			d.errorf(p+".min", "[min, max] = [%g, %g] must lie within the calibrated angles [%g, %g]", a.Min, a.Max, g.MinAngle, g.MaxAngle)
-		}
-	default:
-		d.errorf(p+".driver", "driver: gpio drives digital outputs and servos, not a %s", a.Kind)
-	}
-}
-
-// checkBoard checks that an mcu section names a configured board.
-func (d *decoder) checkBoard(path, board string) {
-	if !d.ok(path) {
-		return
-	}
-	if board == "" {
-		d.errorf(path, "required: the board's name under mcus")
-		return
-	}
-	if _, ok := d.mcus[board]; !ok {
-		known := "none are configured under mcus"
-		if len(d.mcus) > 0 {
-			known = "known: " + strings.Join(sortedKeys(d.mcus), ", ")
-		}
-		d.errorf(path, "unknown board %.40q (%s)", board, known)
-	}
-}
-
-// validateMCUs checks the serial boards, and that no two actuators share a
-// board's channel.
+// validateMCUs checks the serial boards (the mcu driver checks the
+// actuators and supplies on them).
 func (d *decoder) validateMCUs(c *Config) {
 	for _, name := range c.MCUNames() {
 		p, m := "mcus."+name, c.MCUs[name]
@@ -965,18 +731,6 @@ func (d *decoder) validateMCUs(c *Config) {
 			d.errorf(p+".retries", "%d is outside 0..10", m.Retries)
 		}
 	}
-	used := map[[2]any]string{}
-	for _, name := range c.ActuatorNames() {
-		a := c.Actuators[name]
-		if a.Driver != driverMCU {
-			continue
-		}
-		key := [2]any{a.MCUOut.Board, a.MCUOut.Channel}
-		if other, dup := used[key]; dup {
-			d.errorf("actuators."+name+".mcu.channel", "channel %d of %s is already actuators.%s's", a.MCUOut.Channel, a.MCUOut.Board, other)
-		}
-		used[key] = name
-	}
 }
 
 // validateEStop checks the e-stop input.
@@ -985,7 +739,7 @@ func (d *decoder) validateEStop(e EStop) {
 		return
 	}
 	switch e.Driver {
-	case driverGPIO:
+	case "gpio":
 	case "":
 		d.errorf("estop.driver", "required with an estop section (gpio)")
 		return
@@ -1009,35 +763,6 @@ func (d *decoder) validateEStop(e EStop) {
 	}
 }
 
-// validateMQTTTopicsUnique refuses two MQTT actuators sharing a topic: a
-// set topic would move two outputs at once, and an ack or state topic could
-// not tell whose it is.
-func (d *decoder) validateMQTTTopicsUnique(c *Config) {
-	owner := map[string]string{} // topic → dotted path that used it first
-	for _, name := range c.ActuatorNames() {
-		a := c.Actuators[name]
-		if a.Driver != driverMQTT {
-			continue
-		}
-		p := "actuators." + name
-		for _, t := range []struct{ key, topic string }{
-			{"set_topic", a.MQTT.SetTopic}, {"ack_topic", a.MQTT.AckTopic}, {"state_topic", a.MQTT.StateTopic},
-		} {
-			if t.topic == "" {
-				continue
-			}
-			tp := p + ".mqtt." + t.key
-			if first, ok := owner[t.topic]; ok && !strings.HasPrefix(first, p+".") {
-				d.errorf(tp, "%.60q is already used by %s; every MQTT actuator needs topics of its own", t.topic, first)
-				continue
-			}
-			if _, ok := owner[t.topic]; !ok {
-				owner[t.topic] = tp
-			}
-		}
-	}
-}
-
 func (d *decoder) validateActuator(c *Config, name string) {
 	p := "actuators." + name
 	a := c.Actuators[name]
@@ -1051,14 +776,7 @@ func (d *decoder) validateActuator(c *Config, name string) {
 		d.errorf(p+".kind", "required (servo, pwm, digital, setpoint or pulse)")
 		kindOK = false
 	}
-	d.validateActuatorDriver(c, p, a)
-	if kindOK && d.set(p+".sim.slew") && d.ok(p+".sim.slew") {
-		if a.Kind != actuators.Servo {
-			d.errorf(p+".sim.slew", "slew applies to servos only, not %s", a.Kind)
-		} else if a.Sim.Slew < 0 {
-			d.errorf(p+".sim.slew", "must not be negative (0: no slew limit)")
-		}
-	}
+	d.checkDriver(c, p, name, &a, nil)
 
 	// Bounds.
 	boundsOK := kindOK && d.ok(p+".min", p+".max")

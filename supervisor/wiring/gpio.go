@@ -1,0 +1,157 @@
+//go:build !saga_lean
+
+package wiring
+
+import (
+	"fmt"
+	"time"
+
+	pgpio "periph.io/x/conn/v3/gpio"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/drivers/gpio"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// gpio: digital outputs and servos on the machine's own pins, and the
+// e-stop button (estop.driver: gpio).
+func init() {
+	Register(Kind{
+		Config: config.Driver{Name: "gpio", Kinds: []actuators.Kind{actuators.Digital, actuators.Servo},
+			Section: func() any { return &GPIOActuator{PWM: "sysfs", Period: 20 * time.Millisecond} },
+			Check:   checkGPIO},
+		OpenActuator: openGPIO,
+		OpenEStop:    openEStop,
+	})
+}
+
+// GPIOActuator configures an output on the machine's own pins (driver:
+// gpio): a digital output (a relay, an enable line) on a GPIO pin, or a
+// hobby servo on a PWM channel — through the kernel's sysfs PWM interface
+// (pwm: sysfs, the default: Raspberry Pi 5, and no root needed) or periph's
+// PWM on the pin itself (pwm: periph: Raspberry Pi 4 and older, as root).
+type GPIOActuator struct {
+	// Pin names the pin as periph does ("GPIO17"): a digital output's pin,
+	// or a servo's with pwm: periph.
+	Pin string `yaml:"pin"`
+	// ActiveLow: 1 (on) drives the pin low, for relay boards that energise
+	// on low. Digital outputs only.
+	ActiveLow bool `yaml:"active_low"`
+	// InertOn: the detach safe policy switches the output on rather than
+	// off. Digital outputs only.
+	InertOn bool `yaml:"inert_on"`
+	// PWM is how a servo's pulses are made: sysfs (default) or periph.
+	PWM string `yaml:"pwm"`
+	// Chip and Channel select /sys/class/pwm/pwmchipN/pwmM (pwm: sysfs).
+	Chip    int `yaml:"chip"`
+	Channel int `yaml:"channel"`
+	// SysfsRoot is the PWM class directory (default /sys/class/pwm).
+	SysfsRoot string `yaml:"sysfs_root"`
+	// MinPulse and MaxPulse are the pulse widths at MinAngle and MaxAngle:
+	// the servo's calibration, required (e.g. 500us and 2500us for
+	// -90..90). The actuator's min and max must lie within the angles.
+	MinPulse time.Duration `yaml:"min_pulse"`
+	MaxPulse time.Duration `yaml:"max_pulse"`
+	MinAngle float64       `yaml:"min_angle"`
+	MaxAngle float64       `yaml:"max_angle"`
+	// Period is the pulse period (default 20ms: 50 Hz).
+	Period time.Duration `yaml:"period"`
+}
+
+// checkGPIO checks a gpio actuator: a digital output on a pin, or a
+// calibrated servo on a PWM channel.
+func checkGPIO(c *config.Check) {
+	a, g := c.Actuator, c.Section.(*GPIOActuator)
+	if !c.OK("gpio", "kind") {
+		return
+	}
+	if !c.Set("gpio") {
+		c.Errorf("driver", "driver: gpio needs a gpio section: a pin for a digital output; a PWM channel and the calibration for a servo")
+		return
+	}
+	only := func(kind actuators.Kind, keys ...string) {
+		for _, k := range keys {
+			if c.Set("gpio." + k) {
+				c.Errorf("gpio."+k, "applies to %s actuators only, not %s", kind, a.Kind)
+			}
+		}
+	}
+	if a.Kind == actuators.Digital {
+		only(actuators.Servo, "pwm", "chip", "channel", "sysfs_root", "min_pulse", "max_pulse", "min_angle", "max_angle", "period")
+		if g.Pin == "" {
+			c.Errorf("gpio.pin", "required: the output's pin, e.g. GPIO17")
+		}
+		return
+	}
+	only(actuators.Digital, "active_low", "inert_on")
+	switch g.PWM {
+	case "sysfs":
+		if c.Set("gpio.pin") {
+			c.Errorf("gpio.pin", "pwm: sysfs names a chip and channel, not a pin (or set pwm: periph)")
+		}
+		if !c.Set("gpio.channel") {
+			c.Errorf("gpio.channel", "required with pwm: sysfs: the channel M of pwmchipN/pwmM")
+		}
+		if g.Chip < 0 || g.Channel < 0 {
+			c.Errorf(first(c, "gpio.chip", "gpio.channel"), "must not be negative")
+		}
+	case "periph":
+		if g.Pin == "" {
+			c.Errorf("gpio.pin", "required with pwm: periph: the servo's pin, e.g. GPIO18")
+		}
+		for _, k := range []string{"chip", "channel", "sysfs_root"} {
+			if c.Set("gpio." + k) {
+				c.Errorf("gpio."+k, "applies to pwm: sysfs only")
+			}
+		}
+	default:
+		c.Errorf("gpio.pwm", "unknown %.20q (sysfs or periph)", g.PWM)
+	}
+	checkCalibration(c, "gpio", g.MinAngle, g.MaxAngle, func() (string, string) {
+		switch {
+		case g.MinPulse <= 0 || g.MaxPulse <= 0 || g.MinPulse == g.MaxPulse:
+			return "min_pulse", fmt.Sprintf("pulse widths must be positive and differ (%v, %v)", g.MinPulse, g.MaxPulse)
+		case g.Period <= 0:
+			return "period", "must be positive"
+		case max(g.MinPulse, g.MaxPulse) >= g.Period:
+			return "max_pulse", fmt.Sprintf("a pulse of %v does not fit in the %v period", max(g.MinPulse, g.MaxPulse), g.Period)
+		}
+		return "", ""
+	})
+}
+
+func openGPIO(_ *Env, _ string, a *config.Actuator) (actuators.Driver, error) {
+	g := a.Section.(*GPIOActuator)
+	if a.Kind == actuators.Digital {
+		return gpio.OpenOutput(gpio.OutputConfig{Pin: g.Pin, ActiveLow: g.ActiveLow, InertOn: g.InertOn})
+	}
+	cal := gpio.ServoConfig{MinPulse: g.MinPulse, MaxPulse: g.MaxPulse, MinAngle: g.MinAngle, MaxAngle: g.MaxAngle, Period: g.Period}
+	if g.PWM == "periph" {
+		return gpio.OpenPinServo(g.Pin, cal)
+	}
+	return gpio.OpenSysfsServo(gpio.SysfsConfig{Root: g.SysfsRoot, Chip: g.Chip, Channel: g.Channel}, cal)
+}
+
+// estop is the e-stop input as the supervisor watches it.
+type estop struct{ *gpio.EStop }
+
+func (estop) Name() string { return "estop" }
+
+// openEStop watches the e-stop pin; a press halts.
+func openEStop(e *Env, c config.EStop) (Input, error) {
+	pull := pgpio.PullNoChange
+	switch c.Pull {
+	case "up":
+		pull = pgpio.PullUp
+	case "down":
+		pull = pgpio.PullDown
+	case "float":
+		pull = pgpio.Float
+	}
+	es, err := gpio.OpenEStop(gpio.EStopConfig{Pin: c.Pin, ActiveHigh: c.ActiveHigh, Pull: pull, Debounce: c.Debounce, Poll: c.Poll,
+		OnPress: func() { e.Halt("estop", "e-stop pressed") }})
+	if es == nil {
+		return nil, err
+	}
+	return &estop{es}, err
+}

@@ -1,0 +1,191 @@
+// Package wiring turns a configuration's actuators, supplies and e-stop
+// into drivers. Each driver kind is wired in one file of this package: it
+// registers the kind's config section and check with package config, and
+// how the kind's driver is opened, in one call to Register. A new kind of
+// hardware is a new folder under drivers/ plus one such file.
+//
+// The files of hardware kinds (gpio, mcu, ina219/ina226, pca9685) carry
+// the build constraint !saga_lean: `go build -tags saga_lean` leaves them
+// out, and with them periph and the serial library, for a simulator or
+// MQTT-only build. A config naming a kind that is not in the build is
+// refused by check-config like an unknown driver.
+package wiring
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+)
+
+// Kind is one driver kind: how its config is read (config.Driver) and how
+// its drivers are opened.
+type Kind struct {
+	// Config registers the kind's section and check with package config.
+	// Leave it zero for sim and mqtt, which package config registers
+	// itself; Name must be set then.
+	Config config.Driver
+	Name   string
+
+	// OpenActuator opens the driver of one actuator of this kind; its
+	// section is a.Section.
+	OpenActuator func(e *Env, name string, a *config.Actuator) (actuators.Driver, error)
+	// OpenSupply opens the reader of one supply.
+	OpenSupply func(e *Env, name string, s *config.Supply) (VoltSource, error)
+	// OpenEStop opens the e-stop input (estop.driver names the kind). It
+	// may return an input together with an error: an input that could not
+	// be read stays watched and keeps the supervisor not ready (fail
+	// closed).
+	OpenEStop func(e *Env, c config.EStop) (Input, error)
+}
+
+var kinds = struct {
+	sync.RWMutex
+	m map[string]Kind
+}{m: map[string]Kind{}}
+
+// Register adds a driver kind, and its config part to package config. It
+// panics on a kind registered twice.
+func Register(k Kind) {
+	if k.Name == "" {
+		k.Name = k.Config.Name
+	}
+	if k.Config.Name != "" {
+		config.Register(k.Config)
+	} else if _, ok := config.LookupDriver(k.Name); !ok && k.OpenEStop == nil {
+		panic("wiring: driver " + k.Name + " has no config part")
+	}
+	kinds.Lock()
+	defer kinds.Unlock()
+	if _, dup := kinds.m[k.Name]; dup {
+		panic("wiring: driver " + k.Name + " registered twice")
+	}
+	kinds.m[k.Name] = k
+}
+
+func lookup(name string) (Kind, bool) {
+	kinds.RLock()
+	defer kinds.RUnlock()
+	k, ok := kinds.m[name]
+	return k, ok
+}
+
+// Input is a safety input the supervisor watches (supervisor.Input).
+type Input interface {
+	Name() string
+	Ready() error
+}
+
+// LinkStats are the counters of a board's serial link, for an Input that
+// is one (its Link method): /metrics shows them.
+type LinkStats struct {
+	Name                                      string // the board's name under mcus
+	Frames, BadCRC, Retransmits, SessionsLost uint64
+}
+
+// VoltSource reads a supply (supervisor.VoltSource).
+type VoltSource interface {
+	Volts() (volts float64, at time.Time, err error)
+}
+
+// Env is what a kind's Open functions are given: the configuration, a
+// logger, the halt line for e-stops, and the resources several actuators
+// share — a serial link, an I2C bus, a PWM board, the MQTT device link, the
+// simulated world — opened once, on first use, and closed by Close in
+// reverse order.
+type Env struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Halt is called when an e-stop input is pressed.
+	Halt func(source, reason string)
+
+	shared  map[string]io.Closer
+	closers []io.Closer
+	inputs  []Input
+}
+
+// NewEnv returns an Env for cfg. A nil logger discards.
+func NewEnv(cfg *config.Config, lg *slog.Logger, halt func(source, reason string)) *Env {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Env{Config: cfg, Logger: lg, Halt: halt, shared: map[string]io.Closer{}}
+}
+
+// Shared returns the resource opened under key, opening it with open on
+// first use. A failed open is not kept: the next user tries again.
+func Shared[T io.Closer](e *Env, key string, open func() (T, error)) (T, error) {
+	if c, ok := e.shared[key]; ok {
+		return c.(T), nil
+	}
+	v, err := open()
+	if err != nil {
+		return v, err
+	}
+	e.shared[key] = v
+	e.closers = append(e.closers, v)
+	return v, nil
+}
+
+// Watch adds a safety input: the supervisor is not ready while it is not.
+func (e *Env) Watch(in Input) { e.inputs = append(e.inputs, in) }
+
+// Inputs returns the inputs added by Watch, in order.
+func (e *Env) Inputs() []Input { return append([]Input(nil), e.inputs...) }
+
+// Close closes every shared resource, the last opened first.
+func (e *Env) Close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i].Close())
+	}
+	e.closers, e.shared = nil, map[string]io.Closer{}
+	return errors.Join(errs...)
+}
+
+// notBuilt is the error for a kind that is configured but not in this
+// build (a saga_lean build, or a kind without that part).
+func notBuilt(what, driver string) error {
+	return fmt.Errorf("%s driver %q is not available in this build", what, driver)
+}
+
+// OpenActuator opens the driver of actuator name.
+func OpenActuator(e *Env, name string, a *config.Actuator) (actuators.Driver, error) {
+	k, ok := lookup(a.Driver)
+	if !ok || k.OpenActuator == nil {
+		return nil, notBuilt("actuator", a.Driver)
+	}
+	d, err := k.OpenActuator(e, name, a)
+	if err == nil && d == nil {
+		err = fmt.Errorf("no %s driver for kind %s", a.Driver, a.Kind)
+	}
+	return d, err
+}
+
+// OpenSupply opens the reader of supply name.
+func OpenSupply(e *Env, name string, s *config.Supply) (VoltSource, error) {
+	k, ok := lookup(s.Driver)
+	if !ok || k.OpenSupply == nil {
+		return nil, notBuilt("supply", s.Driver)
+	}
+	return k.OpenSupply(e, name, s)
+}
+
+// OpenEStop opens the configured e-stop input; nil, nil when there is
+// none.
+func OpenEStop(e *Env) (Input, error) {
+	c := e.Config.EStop
+	if c.Driver == "" {
+		return nil, nil
+	}
+	k, ok := lookup(c.Driver)
+	if !ok || k.OpenEStop == nil {
+		return nil, notBuilt("estop", c.Driver)
+	}
+	return k.OpenEStop(e, c)
+}
