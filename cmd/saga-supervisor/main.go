@@ -15,7 +15,6 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/internal/prove"
-	"github.com/saga-supervisor/saga-supervisor/internal/simmcu"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -47,8 +46,8 @@ func init() {
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
 		{name: "demo-child", hidden: true, run: demo.Child},
 		{name: "demo-controller", hidden: true, run: demo.Controller},
-		{name: "sim-mcu", hidden: true, run: simmcu.Run},
 	}
+	commands = append(commands, hardwareCommands...)
 }
 
 func usage(w io.Writer) {

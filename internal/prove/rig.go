@@ -42,8 +42,8 @@ func newRig(cfg *config.Config) (*rig, error) {
 		switch a.Kind {
 		case actuators.Servo:
 			slew := 0.0 // a substituted servo: the sim section is for sim drivers only
-			if a.Driver == "sim" {
-				slew = a.Sim.Slew
+			if sa, ok := a.Section.(*config.SimActuator); ok {
+				slew = sa.Slew
 			}
 			s := r.world.Servo(name, a.Initial, slew)
 			d, err = &simDevice{driver: s, faults: &s.Faults, reader: s}, s.Err()
@@ -83,8 +83,8 @@ func (r *rig) Close() error { return r.world.Close() }
 // or for a substituted hardware monitor (whose sim section is unused) the
 // middle of its band, so that it permits motion as a healthy rail would.
 func supplyVolts(s config.Supply) float64 {
-	if s.Driver == "sim" {
-		return s.Sim.Volts
+	if ss, ok := s.Section.(*config.SimSupply); ok {
+		return ss.Volts
 	}
 	return (s.MinVolts + s.MaxVolts) / 2
 }
