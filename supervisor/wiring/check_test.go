@@ -1,3 +1,5 @@
+//go:build !saga_lean
+
 package wiring_test
 
 import (
