@@ -54,11 +54,6 @@ func runRun(args []string, w io.Writer) error {
 		return err
 	}
 	defer d.Close()
-	rec := d.Sup.Recovered()
-	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.Replayed, "recovered_sagas", len(rec.Reports), "took", rec.Took)
-	for _, rep := range rec.Reports {
-		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
-	}
 
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
 	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", version, source, cfg.Device)
