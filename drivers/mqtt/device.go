@@ -226,15 +226,22 @@ func (l *DeviceLink) onLost(c paho.Client, err error) {
 	if !c.IsConnectionOpen() {
 		l.subscribed = false
 	}
+	l.failPendingUnlock("lost")
+	l.forgetStates()
+}
+
+// failPendingUnlock ends every Set waiting for an ack with ErrLinkLost,
+// the link having been lost or closed (how). Call it with l.mu held: it
+// unlocks before failing them.
+func (l *DeviceLink) failPendingUnlock(how string) {
 	devs := make([]*Device, 0, len(l.acks))
 	for _, d := range l.acks {
 		devs = append(devs, d)
 	}
 	l.mu.Unlock()
 	for _, d := range devs {
-		d.failPending(fmt.Errorf("mqtt device %s: link lost while waiting for the ack: %w", d.name, actuators.ErrLinkLost))
+		d.failPending(fmt.Errorf("mqtt device %s: link %s while waiting for the ack: %w", d.name, how, actuators.ErrLinkLost))
 	}
-	l.forgetStates()
 }
 
 // forgetStates drops every device's read-back: after a reconnect the
@@ -324,14 +331,7 @@ func (l *DeviceLink) Close() error {
 		return nil
 	}
 	l.closed = true
-	devs := make([]*Device, 0, len(l.acks))
-	for _, d := range l.acks {
-		devs = append(devs, d)
-	}
-	l.mu.Unlock()
-	for _, d := range devs {
-		d.failPending(fmt.Errorf("mqtt device %s: link closed while waiting for the ack: %w", d.name, actuators.ErrLinkLost))
-	}
+	l.failPendingUnlock("closed")
 	l.client.Disconnect(250)
 	return nil
 }
