@@ -967,6 +967,11 @@ type Status struct {
 	Reasons    []string `json:"reasons,omitempty"` // why not ready
 	Halted     bool     `json:"halted"`            // latched halt: an operator must reset
 	HaltReason string   `json:"halt_reason,omitempty"`
+	// Seq grows with every status the supervisor publishes (it starts from
+	// the wall clock in microseconds, so a restarted supervisor's sort
+	// after its predecessor's): of two statuses, the one with the larger
+	// seq is the newer. The offline will has none (0).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // The values of Status.State.

@@ -118,6 +118,10 @@ func Start(opt Options) (_ *Daemon, err error) {
 		pub = opt.WrapPublisher(pub)
 	}
 	d.Built.Options.Publisher = pub
+	// The broker link is a safety input: while either connection is down
+	// no command or e-stop can arrive over MQTT, and the daemon says so —
+	// /readyz, /api/v1/status and, once it is back, the retained status.
+	d.Built.Options.Inputs = append(d.Built.Options.Inputs, d.Transport)
 	// Recovery runs inside New: every saga a previous process left open is
 	// finished before anything else can move or the daemon reports ready.
 	if d.Sup, err = supervisor.New(d.Built.Options); err != nil {
@@ -140,6 +144,7 @@ func Start(opt Options) (_ *Daemon, err error) {
 	if err = d.Transport.Start(h); err != nil {
 		return nil, err
 	}
+	d.Sup.Refresh() // ready now if the broker is there, not a poll later
 	if d.httpLn != nil {
 		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, d.Sup.HTTPHandler())
 		go func() {

@@ -401,6 +401,11 @@ func (s *Supervisor) haltApplied(reps []*rollback.Report, err error) {
 	s.refreshSoon()
 }
 
+// Refresh brings readiness, the status and the actuators' states up to
+// date now: the daemon calls it once its transport is connected, so that
+// the first status it reports is not one from before.
+func (s *Supervisor) Refresh() { s.refresh() }
+
 // refreshSoon asks the poll goroutine for a refresh now, without waiting.
 func (s *Supervisor) refreshSoon() {
 	select {

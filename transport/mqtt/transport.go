@@ -96,6 +96,14 @@ type Transport struct {
 	retained   map[string][]byte // last retained payload per topic (status, state/*), republished on every connect
 	order      []string          // retained topics, least recently published first
 	closed     bool              // out is closed: late messages are dropped
+	statusSeq  uint64            // the seq of the newest status (api.Status.Seq)
+	statusKey  string            // the newest status without its seq, to tell a change
+	// repub asks the publisher goroutine to publish every retained topic
+	// again (after a connect); one pending request stands for any number.
+	repub chan struct{}
+	// up: the command connection is connected and subscribed; estopUp:
+	// the e-stop connection is. Both, or the supervisor is not ready.
+	up, estopUp atomic.Bool
 }
 
 // StartTransport is NewTransport and Start in one.
@@ -132,7 +140,11 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 	}
 	t := &Transport{opt: opt, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
-		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{})}
+		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{}), repub: make(chan struct{}, 1),
+		// A restarted daemon's statuses sort after its predecessor's, as
+		// long as the clock did not step back by more than the statuses
+		// published since.
+		statusSeq: uint64(time.Now().UnixMicro())}
 	co := t.clientOptions(opt.ClientID).
 		SetWill(opt.Topics.Status(), string(api.EncodeStatus(api.Status{State: api.StateOffline})), 1, true).
 		SetOnConnectHandler(t.onConnect)
@@ -213,7 +225,14 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(2 * time.Second).
 		SetKeepAlive(10 * time.Second).
-		SetConnectionLostHandler(func(_ paho.Client, err error) { t.log.Warn("mqtt connection lost", "client", clientID, "err", err) })
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			if clientID == t.opt.ClientID {
+				t.up.Store(false)
+			} else {
+				t.estopUp.Store(false)
+			}
+			t.log.Warn("mqtt connection lost", "client", clientID, "err", err)
+		})
 	if t.opt.Username != "" {
 		// Each connection is its own login (see EstopSuffix), with the
 		// supervisor's one password.
@@ -238,6 +257,7 @@ func (t *Transport) onEstopConnect(c paho.Client) {
 		t.log.Error("mqtt e-stop subscribe failed", "err", tok.Error())
 		return
 	}
+	t.estopUp.Store(c.IsConnectionOpen())
 	t.estopOnce.Do(func() { close(t.estopSubd) })
 }
 
@@ -279,20 +299,19 @@ func (t *Transport) onConnect(c paho.Client) {
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.log.Error("mqtt subscribe failed", "err", tok.Error())
 	} else {
+		t.up.Store(c.IsConnectionOpen())
 		t.subOnce.Do(func() { close(t.subscribed) })
 	}
 	// Republish every retained message: the broker may have restarted
 	// without them, and nothing was published while the link was down.
-	// In the order they were last published: a reader that subscribes
-	// meanwhile sees the actuators in the order they last changed.
-	t.mu.Lock()
-	msgs := make([]outbound, 0, len(t.order))
-	for _, topic := range t.order {
-		msgs = append(msgs, outbound{topic: topic, retained: true, payload: t.retained[topic]})
-	}
-	t.mu.Unlock()
-	for _, m := range msgs {
-		c.Publish(m.topic, t.qos(m.topic, true), true, m.payload)
+	// The publisher goroutine does it, as it publishes everything else:
+	// from one goroutine, each retained topic's newest payload read as it
+	// is sent, a retained topic can never go back to an older value (a
+	// snapshot published from here raced the publisher's newer status and
+	// left the broker with the older one).
+	select {
+	case t.repub <- struct{}{}:
+	default: // one is pending already
 	}
 }
 
@@ -398,6 +417,8 @@ func (t *Transport) publisher() {
 		var m outbound
 		var ok bool
 		select {
+		case <-t.repub:
+			m, ok = outbound{retained: true}, true // every retained topic
 		case m, ok = <-urgent:
 			if !ok {
 				urgent = nil
@@ -405,6 +426,8 @@ func (t *Transport) publisher() {
 			}
 		default:
 			select {
+			case <-t.repub:
+				m, ok = outbound{retained: true}, true
 			case m, ok = <-urgent:
 				if !ok {
 					urgent = nil
@@ -417,9 +440,35 @@ func (t *Transport) publisher() {
 				}
 			}
 		}
-		if t.client.IsConnectionOpen() {
-			t.client.Publish(m.topic, t.qos(m.topic, m.retained), m.retained, m.payload)
+		t.send(m)
+	}
+}
+
+// send publishes one message if the client is connected; a retained topic
+// is sent with its newest payload, whatever payload it was queued with. A
+// repub marker sends every retained topic, in the order they were last
+// published: a reader that subscribes meanwhile sees the actuators in the
+// order they last changed.
+func (t *Transport) send(m outbound) {
+	if !t.client.IsConnectionOpen() {
+		return
+	}
+	if !m.retained {
+		t.client.Publish(m.topic, t.qos(m.topic, false), false, m.payload)
+		return
+	}
+	t.mu.Lock()
+	var msgs []outbound
+	if m.topic == "" {
+		for _, topic := range t.order {
+			msgs = append(msgs, outbound{topic: topic, retained: true, payload: t.retained[topic]})
 		}
+	} else {
+		msgs = []outbound{{topic: m.topic, retained: true, payload: t.retained[m.topic]}}
+	}
+	t.mu.Unlock()
+	for _, r := range msgs {
+		t.client.Publish(r.topic, t.qos(r.topic, true), true, r.payload)
 	}
 }
 
@@ -438,14 +487,11 @@ func (t *Transport) Publish(topic string, retained bool, payload []byte) {
 func (t *Transport) publish(topic string, retained bool, payload []byte, urgent bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if retained && payload != nil {
+		t.storeRetained(topic, payload)
+	}
 	if retained {
-		// order keeps the topics in the order of their latest publish, so
-		// a reconnect replays them as a reader saw them change.
-		if _, ok := t.retained[topic]; ok {
-			t.order = slices.DeleteFunc(t.order, func(s string) bool { return s == topic })
-		}
-		t.order = append(t.order, topic)
-		t.retained[topic] = payload
+		payload = nil // sent as the topic's newest payload (send)
 	}
 	if t.closed {
 		return
@@ -463,6 +509,34 @@ func (t *Transport) publish(topic string, retained bool, payload []byte, urgent 
 			t.log.Error("mqtt: outgoing queue full: message dropped", "topic", topic, "dropped", n)
 		}
 	}
+}
+
+// storeRetained keeps a retained topic's newest payload. Call with t.mu
+// held. order keeps the topics in the order of their latest publish, so a
+// reconnect replays them as a reader saw them change.
+func (t *Transport) storeRetained(topic string, payload []byte) {
+	if _, ok := t.retained[topic]; ok {
+		t.order = slices.DeleteFunc(t.order, func(s string) bool { return s == topic })
+	}
+	t.order = append(t.order, topic)
+	t.retained[topic] = payload
+}
+
+// Name names the transport as a safety input of the supervisor.
+func (t *Transport) Name() string { return "mqtt" }
+
+// Ready reports whether commands and e-stops can reach the supervisor:
+// both connections to the broker up and subscribed. While not, the
+// supervisor is not ready (a controller cannot be answered, and an e-stop
+// published on the broker would not arrive).
+func (t *Transport) Ready() error {
+	switch {
+	case !t.up.Load():
+		return fmt.Errorf("not connected to the broker %s", t.opt.Broker)
+	case !t.estopUp.Load():
+		return fmt.Errorf("the e-stop connection to the broker %s is down", t.opt.Broker)
+	}
+	return nil
 }
 
 // Dropped is how many messages were not published because the outgoing
@@ -493,15 +567,24 @@ func (t *Transport) PublishState(st api.State) {
 }
 
 // SetStatus publishes the retained status when it changed.
+//
+// Each status that differs from the last carries the next sequence number
+// (Status.Seq): the retained status a reader finds is always the newest,
+// and a reader that sees two can tell which.
 func (t *Transport) SetStatus(s api.Status) {
-	s.State = api.StateOnline
-	b := api.EncodeStatus(s)
+	s.State, s.Seq = api.StateOnline, 0
+	key := string(api.EncodeStatus(s))
 	t.mu.Lock()
-	changed := string(b) != string(t.retained[t.opt.Topics.Status()])
-	t.mu.Unlock()
-	if changed {
-		t.publish(t.opt.Topics.Status(), true, b, true)
+	if key == t.statusKey {
+		t.mu.Unlock()
+		return
 	}
+	t.statusKey = key
+	t.statusSeq++
+	s.Seq = t.statusSeq
+	t.storeRetained(t.opt.Topics.Status(), api.EncodeStatus(s))
+	t.mu.Unlock()
+	t.publish(t.opt.Topics.Status(), true, nil, true)
 }
 
 // Close publishes "offline" on the status topic first — a clean disconnect
