@@ -40,6 +40,9 @@ type Options struct {
 	// and the supervisor (the bench taps them to time halts).
 	WrapHandler   func(mqtt.Handler) mqtt.Handler
 	WrapPublisher func(supervisor.Publisher) supervisor.Publisher
+	// Progress, if set, is called as crash recovery moves on
+	// (supervisor.Options.Progress).
+	Progress func()
 }
 
 // Daemon is a running supervisor with everything around it.
@@ -118,6 +121,7 @@ func Start(opt Options) (_ *Daemon, err error) {
 		pub = opt.WrapPublisher(pub)
 	}
 	d.Built.Options.Publisher = pub
+	d.Built.Options.Progress = opt.Progress
 	// The broker link is a safety input: while either connection is down
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.

@@ -20,6 +20,11 @@ type Options struct {
 	// at start) latches halt first, so that recovery moves nothing but the
 	// safe policies: open sagas end unresolved.
 	HaltFirst func() string
+	// Progress, if set, is called as recovery moves on: after the journal
+	// is opened and verified, every 4096 records replayed, and before and
+	// after open sagas are finished (the daemon extends systemd's start
+	// timeout while it is called).
+	Progress func()
 }
 
 // Result is a journal taken over and an engine ready to serve.
@@ -69,6 +74,12 @@ func Open(opt Options) (_ *Result, err error) {
 		return nil, fmt.Errorf("recovery: journal refused: %w", err)
 	}
 	res.Opened = res.Log.OpenReport()
+	progress := func() {
+		if opt.Progress != nil {
+			opt.Progress()
+		}
+	}
+	progress()
 	cfg := opt.Engine
 	cfg.Journal = res.Log
 	res.Engine, err = rollback.New(cfg)
@@ -81,6 +92,9 @@ func Open(opt Options) (_ *Result, err error) {
 			return errStop // records appended by this process (none yet)
 		}
 		res.Replayed++
+		if res.Replayed%4096 == 0 {
+			progress()
+		}
 		return res.Engine.Apply(r.Seq, r.Type, r.Payload)
 	})
 	if err != nil && !errors.Is(err, errStop) {
@@ -99,7 +113,9 @@ func Open(opt Options) (_ *Result, err error) {
 			}
 		}
 	}
+	progress()
 	reps, err := res.Engine.Recover()
+	progress()
 	res.Reports = append(res.Reports, reps...)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: finishing open sagas: %w", err)

@@ -67,6 +67,10 @@ type Options struct {
 	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
 	// triggered before New halts before crash recovery moves anything.
 	HaltLine *HaltLine
+	// Progress, if set, is called as crash recovery moves on (see
+	// recovery.Options.Progress): the daemon extends systemd's start
+	// timeout while it is.
+	Progress func()
 	// Approvals configures operator approvals; nil: none (every approval
 	// sent is refused, and no actuator requires one).
 	Approvals *Approvals
@@ -125,6 +129,7 @@ type Supervisor struct {
 	refreshDue chan struct{}
 	closeErr   error
 	once       sync.Once
+	alive      liveness // what Alive tracks
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -153,7 +158,7 @@ func New(opt Options) (*Supervisor, error) {
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
 	ec.OnHalt = s.haltApplied
-	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec}
+	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress}
 	ro.HaltFirst = func() string {
 		if opt.HaltLine != nil {
 			if why := opt.HaltLine.take(); why != "" {
@@ -333,6 +338,7 @@ func (s *Supervisor) refresh() {
 		pub.SetStatus(api.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
 	}
 	s.publishStates()
+	s.alive.lastRefresh.Store(time.Now().UnixNano())
 }
 
 // supplyEvent applies a supply's trip action (DESIGN §8: warn < refuse <

@@ -1,38 +1,31 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"path/filepath"
+	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"time"
 )
 
 // A busy HTTP port stops `run` with a non-zero exit and the reason, before
-// it is ready. It printed its banner, told systemd READY and exited 0
-// (so Restart=on-failure never brought it back).
+// it is ready: it never tells systemd READY. It printed its banner, told
+// systemd READY and exited 0 (so Restart=on-failure never brought it
+// back).
 func TestRunExitsOnBusyHTTPPort(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	dir := t.TempDir()
-	text := strings.NewReplacer(
-		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(dir, "journal"),
-		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),
-		"  listen: 127.0.0.1:1883", fmt.Sprintf("  listen: 127.0.0.1:%d", freePort(t)),
-		"  listen: 127.0.0.1:8080", "  listen: "+busy.Addr().String(),
-		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
-		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
-	).Replace(string(config.DefaultYAML))
-	path := filepath.Join(dir, "arm.yaml")
-	os.WriteFile(path, []byte(text), 0o600)
-	out, code := run(t, "run", "--config", path)
-	if code == 0 || !strings.Contains(out, "address already in use") || strings.Contains(out, "running on") {
-		t.Fatalf("run on a busy HTTP port: exit %d\n%s", code, out)
+	sock := newNotifySocket(t)
+	cmd := exec.Command(binary, "run", "--config", daemonConfig(t, busy.Addr().String()))
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock.path)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	time.Sleep(100 * time.Millisecond) // what it sent is read from the socket by now
+	if err == nil || !strings.Contains(out, "address already in use") || strings.Contains(out, "running on") || sock.count("READY=1") != 0 {
+		t.Fatalf("run on a busy HTTP port: %v, READY sent %d times\n%s", err, sock.count("READY=1"), out)
 	}
 }

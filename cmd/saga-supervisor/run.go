@@ -9,14 +9,14 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
-
-	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
@@ -49,7 +49,12 @@ func runRun(args []string, w io.Writer) error {
 	}
 	lg.Info("starting", "version", version, "config", source, "device", cfg.Device)
 
-	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg})
+	// Start-up (crash recovery) is extended past TimeoutStartSec while it
+	// makes progress, and only then.
+	var progress atomic.Uint64
+	stopExtend := systemd.Extend(systemd.Socket, 2*time.Second, 10*time.Second, progress.Load)
+	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }})
+	stopExtend()
 	if err != nil {
 		return err
 	}
@@ -63,9 +68,12 @@ func runRun(args []string, w io.Writer) error {
 	}
 	printFirstSteps(w, cfg, d.Broker, topics)
 
-	sdnotify.SdNotify(false, sdnotify.SdNotifyReady)
-	stopWatchdog := watchdog(lg)
-	defer stopWatchdog()
+	systemd.Socket(systemd.Ready)
+	if every := systemd.WatchdogInterval(); every > 0 {
+		// Fed only while the supervisor makes progress (Supervisor.Alive).
+		defer systemd.Feed(systemd.Socket, every/2, d.Sup.Alive, lg)()
+		lg.Info("systemd watchdog enabled", "interval", every)
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -75,7 +83,7 @@ func runRun(args []string, w io.Writer) error {
 	case err := <-d.Err():
 		lg.Error("http server failed", "err", err)
 	}
-	sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
+	systemd.Socket(systemd.Stopping)
 	// The orderly stop: unwind open sagas and park the actuators while the
 	// transport is still up to publish the reports, then say offline.
 	if err := d.Close(); err != nil {
@@ -84,30 +92,6 @@ func runRun(args []string, w io.Writer) error {
 	}
 	lg.Info("stopped")
 	return nil
-}
-
-// watchdog pings systemd's watchdog at half its interval, if the unit has
-// WatchdogSec set.
-func watchdog(lg *slog.Logger) func() {
-	every, err := sdnotify.SdWatchdogEnabled(false)
-	if err != nil || every == 0 {
-		return func() {}
-	}
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				sdnotify.SdNotify(false, sdnotify.SdNotifyWatchdog)
-			}
-		}
-	}()
-	lg.Info("systemd watchdog enabled", "interval", every)
-	return func() { close(stop) }
 }
 
 // runCheckConfig validates a configuration file.

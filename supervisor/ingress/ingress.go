@@ -128,6 +128,7 @@ type Stats struct {
 	Undecodable    uint64 // requests a transport could not decode
 	RepliesDropped uint64 // refusal replies not sent: the agent's queue was full of them
 	Lanes          int    // agents with a lane now
+	InFlight       int    // requests queued or being served now, over every lane
 }
 
 // Lanes route requests to per-agent lanes.
@@ -495,6 +496,12 @@ func (l *Lanes) Stats() Stats {
 	defer l.mu.Unlock()
 	s := l.stats
 	s.Lanes = len(l.lanes)
+	for _, ln := range l.lanes {
+		s.InFlight += ln.work
+		if ln.running {
+			s.InFlight++
+		}
+	}
 	return s
 }
 
