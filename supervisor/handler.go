@@ -159,7 +159,7 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		ok.Lease, ok.Epoch, ok.TTLMS, ok.HeartbeatMS = l.ID, l.Epoch, l.TTL.Milliseconds(), (l.TTL / 4).Milliseconds()
 		return ok, false
 	case api.OpHeartbeat:
-		l, err := s.leases.Heartbeat(req.Agent, req.Lease, req.Epoch)
+		l, err := s.leases.HeartbeatAt(req.Agent, req.Lease, req.Epoch, received)
 		if err != nil {
 			return leaseReply(req.ID, err), false
 		}

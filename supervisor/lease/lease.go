@@ -248,6 +248,17 @@ func newID(epoch uint64) string {
 // exactly as Check does; a lease whose TTL has passed cannot be revived,
 // even if its timer has not run yet.
 func (m *Manager) Heartbeat(agent, leaseID string, epoch uint64) (Lease, error) {
+	return m.HeartbeatAt(agent, leaseID, epoch, time.Time{})
+}
+
+// HeartbeatAt is Heartbeat for a heartbeat received at received (zero:
+// now): the lease is renewed for its TTL from then, not from when it was
+// served. A heartbeat that waited in the agent's queue behind its own
+// steps must not stretch the lease by that wait — a controller that died
+// right after sending it is unwound TTL after the heartbeat reached the
+// supervisor. A received time outside [now - TTL, now] is not trusted
+// (another clock): the renewal is from now.
+func (m *Manager) HeartbeatAt(agent, leaseID string, epoch uint64, received time.Time) (Lease, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -255,9 +266,16 @@ func (m *Manager) Heartbeat(agent, leaseID string, epoch uint64) (Lease, error) 
 	if err != nil {
 		return Lease{}, err
 	}
+	from := now
+	if !received.IsZero() && received.Before(now) && received.After(now.Add(-e.l.TTL)) {
+		from = received
+	}
 	// The timer is left alone: when it fires before the new expiry it
-	// re-arms for the rest, so a heartbeat costs no timer operation.
-	e.l.Expires = now.Add(e.l.TTL)
+	// re-arms for the rest, so a heartbeat costs no timer operation. A
+	// renewal never shortens the lease.
+	if exp := from.Add(e.l.TTL); exp.After(e.l.Expires) {
+		e.l.Expires = exp
+	}
 	return e.l, nil
 }
 

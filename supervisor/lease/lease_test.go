@@ -206,6 +206,40 @@ func TestHeartbeatExtends(t *testing.T) {
 	})
 }
 
+// A heartbeat served late — it waited in the agent's queue — renews the
+// lease from when it was received, so the lease ends TTL after the
+// heartbeat reached the supervisor, not TTL after it was served (issue 13:
+// a 500 ms lease ended 557-612 ms after the last heartbeat under load).
+func TestHeartbeatRenewsFromReceipt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, rec := newManager(t, Options{})
+		l := hello(t, m, "a", time.Second)
+		time.Sleep(500 * time.Millisecond)
+		received := time.Now()
+		time.Sleep(80 * time.Millisecond) // queued behind the agent's steps
+		hb, err := m.HeartbeatAt("a", l.ID, l.Epoch, received)
+		wantCode(t, err, "")
+		if !hb.Expires.Equal(received.Add(time.Second)) {
+			t.Fatalf("renewed to %v after receipt, want 1s", hb.Expires.Sub(received))
+		}
+		time.Sleep(time.Second - 80*time.Millisecond)
+		synctest.Wait()
+		if calls := rec.of(l.ID); len(calls) != 1 || calls[0].reason != ReasonExpired {
+			t.Fatalf("OnEnd calls %+v at TTL after receipt, want one, expired", calls)
+		}
+		// A received time from another clock (the future, or before the
+		// lease could have been renewed) is not trusted.
+		l2 := hello(t, m, "b", time.Second)
+		for _, at := range []time.Time{time.Now().Add(time.Hour), time.Now().Add(-time.Hour)} {
+			hb, err := m.HeartbeatAt("b", l2.ID, l2.Epoch, at)
+			wantCode(t, err, "")
+			if !hb.Expires.Equal(time.Now().Add(time.Second)) {
+				t.Fatalf("received %v: renewed to %v", at, hb.Expires)
+			}
+		}
+	})
+}
+
 func TestExpiryFiresOnceAtExactlyTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, rec := newManager(t, Options{})
