@@ -16,7 +16,7 @@ import (
 // asserts no speed: the figures are the command's to report.
 func TestBenchMQTT(t *testing.T) {
 	dir := t.TempDir()
-	small := []string{"--n", "10", "--halts", "2", "--agents", "3", "--agents-time", "100ms", "--dir", dir}
+	small := []string{"--n", "10", "--halts", "2", "--agents", "3", "--agents-time", "100ms", "--expiries", "2", "--dir", dir}
 
 	out, code := run(t, append([]string{"bench", "--mqtt"}, small...)...)
 	if code != 0 {
@@ -44,6 +44,9 @@ func TestBenchMQTT(t *testing.T) {
 		"\n3. durable steps/s: 3 agents",
 		"\nMQTT, 3 agents  ",
 		"\nin-process, 3 goroutines  ",
+		"\n4. lease expiry",
+		"\nquiet  ",
+		"\n8 agents stepping durably  ",
 	} {
 		i := strings.Index(rest, want)
 		if i < 0 {
@@ -96,6 +99,15 @@ func TestBenchMQTT(t *testing.T) {
 	for _, tp := range res.Throughput {
 		if tp.Agents != 3 || tp.Steps <= 0 || tp.StepsPerSec <= 0 {
 			t.Errorf("throughput %q: %d agents, %d steps, %.0f/s", tp.Name, tp.Agents, tp.Steps, tp.StepsPerSec)
+		}
+	}
+	// Lease expiries: each happened (the servo came back), none early.
+	if len(res.Expiries) != 2 {
+		t.Fatalf("%d lease-expiry rows, want 2 (quiet, busy)", len(res.Expiries))
+	}
+	for i, e := range res.Expiries {
+		if e.Samples != 2 || e.P50Late < 0 || e.MaxLate < e.P50Late || (i == 1) != (e.BackgroundSteps > 0) {
+			t.Errorf("lease expiry %q: %d samples, p50 late %d ns, max %d ns, %d background steps", e.Name, e.Samples, e.P50Late, e.MaxLate, e.BackgroundSteps)
 		}
 	}
 	assertEmptyDir(t, dir)

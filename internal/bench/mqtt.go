@@ -56,6 +56,7 @@ type frontDoorOptions struct {
 	broker     string        // an external broker's URL; "" the embedded broker
 	n          int           // round-trip samples of each kind
 	halts      int           // halt samples of each condition
+	expiries   int           // lease expiries of each condition
 	agents     int           // agents of the throughput measurement
 	agentsTime time.Duration // length of each throughput round
 	floodRate  float64       // the flood's offered requests/s; 0 as fast as the client takes them
@@ -131,26 +132,27 @@ type fdThroughput struct {
 
 // FrontDoorResult is everything bench --mqtt reports (its JSON).
 type FrontDoorResult struct {
-	Broker      string         `json:"broker"`
-	BrokerKind  string         `json:"broker_kind"`
-	Supervisor  string         `json:"supervisor"`
-	Dir         string         `json:"dir"`
-	Disk        string         `json:"disk,omitempty"`
-	Warning     string         `json:"warning,omitempty"`
-	Durability  string         `json:"durability"`
-	AgentRate   float64        `json:"agent_rate_per_s"`
-	AgentBurst  int            `json:"agent_burst"`
-	AgentQueue  int            `json:"agent_queue"`
-	N           int            `json:"n"`
-	Halts       int            `json:"halts"`
-	HaltTopic   string         `json:"halt_topic"` // estop (estop/<agent>) or cmd (cmd/<agent>)
-	RoundTrips  []fdRow        `json:"round_trips"`
-	Overhead    fdOverhead     `json:"overhead"`
-	Halt        []fdRow        `json:"halt"`
-	HaltGoalP99 int64          `json:"halt_goal_p99_ns"`
-	HaltGoalMet bool           `json:"halt_goal_met"`
-	Flood       fdFlood        `json:"flood"`
-	Throughput  []fdThroughput `json:"throughput"`
+	Broker      string            `json:"broker"`
+	BrokerKind  string            `json:"broker_kind"`
+	Supervisor  string            `json:"supervisor"`
+	Dir         string            `json:"dir"`
+	Disk        string            `json:"disk,omitempty"`
+	Warning     string            `json:"warning,omitempty"`
+	Durability  string            `json:"durability"`
+	AgentRate   float64           `json:"agent_rate_per_s"`
+	AgentBurst  int               `json:"agent_burst"`
+	AgentQueue  int               `json:"agent_queue"`
+	N           int               `json:"n"`
+	Halts       int               `json:"halts"`
+	HaltTopic   string            `json:"halt_topic"` // estop (estop/<agent>) or cmd (cmd/<agent>)
+	RoundTrips  []fdRow           `json:"round_trips"`
+	Overhead    fdOverhead        `json:"overhead"`
+	Halt        []fdRow           `json:"halt"`
+	HaltGoalP99 int64             `json:"halt_goal_p99_ns"`
+	HaltGoalMet bool              `json:"halt_goal_met"`
+	Flood       fdFlood           `json:"flood"`
+	Throughput  []fdThroughput    `json:"throughput"`
+	Expiries    []FrontDoorExpiry `json:"lease_expiries"`
 	// Incidents are the warnings the supervisor's transport and the
 	// embedded broker logged during the run (a lost connection, a packet
 	// refused), counted; none in a clean run.
@@ -180,9 +182,12 @@ type FrontDoorResult struct {
 // measureFrontDoor runs the three front-door measurements against one
 // supervisor, its journal under res.Dir.
 func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOptions, prog func(string)) (err error) {
-	names := []string{"rtt", "flood"}
+	names := []string{"rtt", "flood", "expiry"}
 	for i := range opt.agents {
 		names = append(names, benchAgentName(i))
+	}
+	for i := range benchExpiryBusy {
+		names = append(names, benchBusyName(i))
 	}
 	prog("starting the supervisor")
 	door, err := startBenchDoor(res.Dir, opt.broker, names)
@@ -235,6 +240,12 @@ func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOp
 	prog(fmt.Sprintf("durable steps/s with %d agents", opt.agents))
 	if err := benchManyAgents(ctx, door, res, opt); err != nil {
 		return fmt.Errorf("%d agents: %w", opt.agents, err)
+	}
+	if opt.expiries > 0 {
+		prog(fmt.Sprintf("%d lease expiries, quiet and busy", opt.expiries))
+		if err := benchExpiries(ctx, door, res, opt.expiries, benchExpiryBusy); err != nil {
+			return fmt.Errorf("lease expiries: %w", err)
+		}
 	}
 	return nil
 }
@@ -872,6 +883,20 @@ func printFrontDoor(w io.Writer, res *FrontDoorResult) {
 		if lo.StepsPerSec > 0 {
 			fmt.Fprintf(w, "\nMQTT/in-process: %.2f\n", mq.StepsPerSec/lo.StepsPerSec)
 		}
+	}
+	if len(res.Expiries) > 0 {
+		fmt.Fprintf(w, "\n4. lease expiry: hello (TTL %s), a step of a servo from 0 to 10, one heartbeat, silence; how long after the\n",
+			benchDur(time.Duration(res.Expiries[0].TTL)))
+		fmt.Fprintf(w, "heartbeat's publish + TTL the servo read back 0 (its prior), polled every %s\n\n", benchDur(benchExpiryPoll))
+		var table strings.Builder
+		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "\tn\tp50 late\tmax late\tgoal max\tmet\tbackground steps")
+		for _, e := range res.Expiries {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Name, e.Samples, benchSignedDur(e.P50Late), benchSignedDur(e.MaxLate),
+				benchDur(time.Duration(e.Goal)), benchMet(e.Met), e.BackgroundSteps)
+		}
+		tw.Flush()
+		benchTrim(w, table.String())
 	}
 	limit := "the broker's own packet limit"
 	if res.MaxPacket > 0 {

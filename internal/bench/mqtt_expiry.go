@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/latency"
+)
+
+// Lease expiry: a controller that stops heartbeating must have its
+// actuators back at their priors no later than TTL + benchGoalExpiryLate
+// after its last heartbeat, also while other agents keep the journal's
+// fsync busy (issue 13).
+const (
+	benchExpiryTTL      = 500 * time.Millisecond
+	benchGoalExpiryLate = 20 * time.Millisecond
+	benchExpiryPoll     = 200 * time.Microsecond // how often the servo is read back
+	benchExpiryBusy     = 8                      // agents stepping durably during the busy expiries
+)
+
+// benchBusyName names the i-th busy agent of the expiry measurement and
+// its actuator.
+func benchBusyName(i int) string { return fmt.Sprintf("busy%d", i) }
+
+// FrontDoorExpiry is one condition of the lease-expiry measurement: how late, past
+// the TTL, the servo was back at its prior, counted from the moment the
+// agent published its last heartbeat.
+type FrontDoorExpiry struct {
+	Name    string `json:"name"`
+	Samples int    `json:"samples"`
+	TTL     int64  `json:"ttl_ns"`
+	P50Late int64  `json:"p50_late_ns"`
+	MaxLate int64  `json:"max_late_ns"`
+	Goal    int64  `json:"goal_late_ns"`
+	Met     bool   `json:"met"`
+	// Background is what else ran: the steps other agents got durable
+	// meanwhile.
+	BackgroundSteps int `json:"background_steps"`
+}
+
+// benchExpiries measures n lease expiries quiet, and n while busy agents
+// step durably (every step an fsync) the whole time.
+func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n, busy int) error {
+	exp, err := door.agent("expiry")
+	if err != nil {
+		return err
+	}
+	defer exp.close()
+	servo, ok := door.built.Options.Actuators.Get("expiry").Driver.(actuators.ReadBacker)
+	if !ok {
+		return errors.New("the expiry servo cannot be read back")
+	}
+	for _, cond := range []struct {
+		name string
+		busy int
+	}{{"quiet", 0}, {fmt.Sprintf("%d agents stepping durably", busy), busy}} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		stop, steps, berr := door.backgroundSteps(cond.busy)
+		late, err := expiryRound(exp, servo, n)
+		stop()
+		if err == nil {
+			err = <-berr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", cond.name, err)
+		}
+		row := FrontDoorExpiry{Name: cond.name, Samples: len(late), TTL: int64(benchExpiryTTL),
+			P50Late: int64(late.Percentile(0.5)), MaxLate: int64(late.Percentile(1)), Goal: int64(benchGoalExpiryLate), BackgroundSteps: int(steps.Load())}
+		row.Met = row.MaxLate <= row.Goal
+		res.Expiries = append(res.Expiries, row)
+	}
+	return nil
+}
+
+// expiryRound lets n leases expire: each time hello, begin, a step from 0
+// to 10, one heartbeat, then silence. It returns, per expiry, how long
+// after last heartbeat's publish + TTL the servo read back 0 again.
+func expiryRound(a *benchAgent, servo actuators.ReadBacker, n int) (latency.Samples, error) {
+	var late latency.Samples
+	for i := range n {
+		if err := a.hello(benchExpiryTTL); err != nil {
+			return nil, err
+		}
+		saga, err := a.begin()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: "expiry", Value: 10}); err != nil {
+			return nil, err
+		}
+		id := a.nextID("heartbeat")
+		b, err := a.request(api.Request{ID: id, Op: api.OpHeartbeat})
+		if err != nil {
+			return nil, err
+		}
+		rep, t0, _, err := a.sendAt(a.topics.AgentCmd(a.name), id, b, benchReplyTimeout)
+		if err != nil {
+			return nil, err
+		}
+		if !rep.OK {
+			return nil, fmt.Errorf("heartbeat %d refused: %s %s", i, rep.Code, rep.Message)
+		}
+		deadline := t0.Add(benchExpiryTTL)
+		for {
+			v, err := servo.ReadBack(context.Background())
+			now := time.Now()
+			if err == nil && v == 0 {
+				late = append(late, now.Sub(deadline))
+				break
+			}
+			if now.Sub(deadline) > 5*time.Second {
+				return nil, fmt.Errorf("expiry %d: the servo still reads %v (%v) 5 s after the lease's TTL", i, v, err)
+			}
+			time.Sleep(benchExpiryPoll)
+		}
+	}
+	return late, nil
+}
+
+// backgroundSteps has k busy agents step durably, each
+// in a saga of its own, until stop is called; steps counts the steps
+// answered OK, and the error channel says how the work ended.
+func (d *benchDoor) backgroundSteps(k int) (stop func(), steps *atomic.Int64, errc <-chan error) {
+	steps = new(atomic.Int64)
+	done := make(chan struct{})
+	out := make(chan error, 1)
+	if k == 0 {
+		out <- nil
+		return func() {}, steps, out
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, k)
+	for g := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- d.stepUntil(benchBusyName(g), done, steps)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(errs)
+		var all []error
+		for err := range errs {
+			all = append(all, err)
+		}
+		out <- errors.Join(all...)
+	}()
+	return func() { close(done) }, steps, out
+}
+
+// stepUntil has agent name step its own servo back and forth until done.
+func (d *benchDoor) stepUntil(name string, done <-chan struct{}, steps *atomic.Int64) error {
+	a, err := d.agent(name)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.hello(benchLeaseTTL); err != nil {
+		return err
+	}
+	saga, err := a.begin()
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			_, err := a.must(api.Request{Op: api.OpCommit, Saga: saga})
+			return err
+		default:
+		}
+		if _, err := a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: name, Value: float64(i % 2)}); err != nil {
+			return err
+		}
+		steps.Add(1)
+	}
+}
