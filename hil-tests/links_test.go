@@ -279,6 +279,9 @@ func (r *rig) brokerOutage(graceful bool) {
 		}
 	}
 	st := r.status()
+	if st.Ready || !strings.Contains(strings.Join(st.Reasons, "; "), "input mqtt: ") {
+		t.Errorf("with the broker down the supervisor says ready %v (reasons %q): the link is part of readiness", st.Ready, st.Reasons)
+	}
 	steadyLives := st.hasLease(steady.name)
 	switch {
 	case !graceful && !steadyLives:
@@ -300,10 +303,12 @@ func (r *rig) brokerOutage(graceful bool) {
 	r.startBroker()
 	// A new connection sees the retained status and states again: the
 	// restarted broker kept nothing, so the supervisor republished them.
+	// The supervisor is ready again only once both its connections (its
+	// commands' and its e-stop's) are back: the status says when.
 	watcher := r.newAgent(r.agentName("watch"))
-	waitFor(t, "the supervisor's retained status after the restart", 30*time.Second, func() bool {
+	waitFor(t, "the supervisor's retained status after the restart, ready", 30*time.Second, func() bool {
 		s, n := watcher.lastStatus()
-		return n > 0 && s.State == "online"
+		return n > 0 && s.State == "online" && s.Ready
 	})
 	waitFor(t, "the retained actuator states after the restart", 30*time.Second, func() bool {
 		for _, act := range r.plan.Actuators {
