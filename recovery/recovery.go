@@ -1,8 +1,10 @@
 package recovery
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -35,6 +37,9 @@ type Result struct {
 	Opened wal.OpenReport
 	// Replayed is how many records rebuilt the engine's state.
 	Replayed uint64
+	// Mismatches are the actuators found at start elsewhere than the
+	// journal said (adopted, and recovery halted).
+	Mismatches []rollback.Mismatch
 	// Reports are the RollbackReports of the sagas recovery finished,
 	// newest first. Empty when the previous process left nothing open.
 	Reports []*rollback.Report
@@ -100,17 +105,38 @@ func Open(opt Options) (_ *Result, err error) {
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
 	}
+	// Before anything moves, the world is asked where it is. Where it
+	// differs from the journal — a halt's safe moves the full disk could not
+	// record, a hand on the hardware — the engine adopts what it finds
+	// (journaled) and recovery halts: no unwind may drive an actuator to a
+	// prior under a belief the journal got wrong, and an operator must look.
+	res.Mismatches, err = res.Engine.Reconcile(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("recovery: reconciling with the actuators: %w", err)
+	}
+	var haltWhy []string
+	if len(res.Mismatches) > 0 {
+		var found []string
+		for _, m := range res.Mismatches {
+			found = append(found, m.String())
+		}
+		haltWhy = append(haltWhy, "at start the actuators differ from the journal ("+strings.Join(found, "; ")+
+			"): adopted as found; check the robot, then reset")
+	}
 	if opt.HaltFirst != nil {
 		if why := opt.HaltFirst(); why != "" {
-			// Halt before Recover: open sagas end unresolved and every
-			// actuator goes to its safe policy — nothing is compensated.
-			res.Reports, _ = res.Engine.Halt(why)
-			for _, rep := range res.Reports {
-				rep.Recovered = true
-			}
-			if err := res.Engine.Err(); err != nil {
-				return nil, fmt.Errorf("recovery: halting first: %w", err)
-			}
+			haltWhy = append(haltWhy, why)
+		}
+	}
+	if len(haltWhy) > 0 {
+		// Halt before Recover: open sagas end unresolved and every
+		// actuator goes to its safe policy — nothing is compensated.
+		res.Reports, _ = res.Engine.Halt(strings.Join(haltWhy, "; "))
+		for _, rep := range res.Reports {
+			rep.Recovered = true
+		}
+		if err := res.Engine.Err(); err != nil {
+			return nil, fmt.Errorf("recovery: halting first: %w", err)
 		}
 	}
 	progress()

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
@@ -240,4 +243,110 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		t.Fatalf("Open after Close: %v", err)
 	}
 	again.Close()
+}
+
+// The disk fills after a committed move: the next journal write fails,
+// the engine halts (JOURNAL_FAILED) and sends the elbow to its safe value
+// — a move the full disk cannot record. After a restart the journal says
+// 120 while the elbow is at 0. Recovery must find that out before anything
+// moves: adopt 0 (journaled), halt with a reason naming the elbow, and no
+// later unwind may drive the elbow to 120. It did (issue 13): the restart
+// was not halted, a new saga recorded 120 as the elbow's prior, and its
+// clean abort drove the joint there.
+func TestStartReconcilesWithTheWorld(t *testing.T) {
+	fs := crashfs.New()
+	w := sim.NewMemoryWorld()
+	defer w.Close()
+	elbow := w.Servo("elbow", 0, 0)
+	opts := func(fs *crashfs.FS) recovery.Options {
+		reg, err := actuators.NewRegistry(
+			&actuators.Actuator{Name: "elbow", Kind: actuators.Servo, Limits: limits.Spec{Min: -130, Max: 130},
+				Safe: actuators.SafePolicy{Mode: actuators.SafeValue, Value: 0}, Driver: elbow},
+			&actuators.Actuator{Name: "base", Kind: actuators.Servo, Limits: limits.Spec{Min: -90, Max: 90}, Driver: w.Servo("base", 0, 0)},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recovery.Options{Dir: "/journal", WAL: wal.Options{FS: fs, SegmentSize: 4096}, Engine: rollback.Config{Actuators: reg}}
+	}
+	res, err := recovery.Open(opts(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := rollback.Owner{Agent: "a", Lease: "a", Epoch: 1}
+	saga, _ := res.Engine.Begin(o)
+	if _, err := res.Engine.Step(saga, o, rollback.Command{ID: "1", Actuator: "elbow", Value: 120}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Engine.Commit(saga, o); err != nil {
+		t.Fatal(err)
+	}
+	// The disk fills.
+	fs.SetFault(func(crashfs.Op) error { return syscall.ENOSPC })
+	saga2, err := res.Engine.Begin(o)
+	if err == nil {
+		_, err = res.Engine.Step(saga2, o, rollback.Command{ID: "2", Actuator: "base", Value: 10})
+	}
+	if rollback.CodeOf(err) != rollback.CodeJournalFailed {
+		t.Fatalf("a write to the full disk: %v, want JOURNAL_FAILED", err)
+	}
+	waitFor(t, "the journal-failed halt to send the elbow to its safe value", func() bool { return w.Snapshot()["elbow"].Commanded == 0 })
+	img := fs.Crash(crashfs.DropUnsynced())
+	res.Close()
+
+	// The restart.
+	res, err = recovery.Open(opts(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	if len(res.Mismatches) != 1 || res.Mismatches[0] != (rollback.Mismatch{Actuator: "elbow", Journal: 120, Found: 0}) {
+		t.Fatalf("mismatches %+v, want the elbow: journal 120, found 0", res.Mismatches)
+	}
+	h, why := res.Engine.Halted()
+	if !h || !strings.Contains(why, "elbow reads 0, the journal says 120") {
+		t.Fatalf("after the restart: halted %v (%q)", h, why)
+	}
+	if v, _ := res.Engine.Commanded("elbow"); v != 0 {
+		t.Fatalf("the engine believes the elbow at %g, the world has it at 0", v)
+	}
+	// The operator looks and resets; the next saga's abort goes back to 0.
+	if err := res.Engine.Reset("operator", res.Engine.HaltGen()); err != nil {
+		t.Fatal(err)
+	}
+	saga3, err := res.Engine.Begin(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Engine.Step(saga3, o, rollback.Command{ID: "3", Actuator: "elbow", Value: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Engine.Abort(saga3, o, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Snapshot()["elbow"].Commanded; got != 0 {
+		t.Fatalf("the abort drove the elbow to %g; it was at 0 before the saga", got)
+	}
+	// And the adoption is in the journal: a second restart agrees with the
+	// world without halting again for it.
+	img2 := img.Crash(crashfs.DropUnsynced())
+	res.Close()
+	res, err = recovery.Open(opts(img2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mismatches) != 0 {
+		t.Errorf("second restart: mismatches %+v", res.Mismatches)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -158,6 +158,13 @@ type actState struct {
 	changed   uint64    // when commanded last changed, in the engine's change count
 	at        time.Time // when the last command was applied; zero when unknown
 	holder    *saga
+	// alt is, after replay, a second place the journal allows the
+	// actuator to be (altOK): the value before a move whose outcome the
+	// journal lacks — a step or compensation in flight at the crash, a
+	// safe policy journaled but perhaps not applied. Reconcile accepts
+	// either.
+	alt   float64
+	altOK bool
 }
 
 type step struct {

@@ -53,7 +53,8 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		if st != nil {
 			st.holder = s
-			st.commanded = r.Target // in doubt until its outcome: treated as applied
+			st.alt, st.altOK = st.commanded, true // until its outcome
+			st.commanded = r.Target               // in doubt until its outcome: treated as applied
 		}
 	case RecApplied, RecFailed:
 		sp, err := e.replayStep(r)
@@ -61,10 +62,16 @@ func (e *Engine) applyLocked(r *Record) error {
 			return err
 		}
 		sp.outcome = Applied
+		if sp.act != nil {
+			sp.act.altOK = false
+		}
 		if r.Type == RecFailed {
 			sp.outcome = Failed
 			if r.Flags&FlagInDoubt != 0 {
 				sp.outcome = InDoubt
+				if sp.act != nil {
+					sp.act.alt, sp.act.altOK = sp.prior, true // it may or may not have moved
+				}
 			} else if sp.act != nil {
 				sp.act.commanded = sp.prior
 			}
@@ -95,6 +102,7 @@ func (e *Engine) applyLocked(r *Record) error {
 			o.compTarget = r.Target
 		}
 		if sp.act != nil {
+			sp.act.alt, sp.act.altOK = sp.act.commanded, true // until its outcome
 			sp.act.commanded = r.Target
 		}
 	case RecCompDone:
@@ -121,9 +129,9 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		switch {
 		case b == Compensated && sp.outcome != Failed:
-			sp.act.commanded = sp.compTarget
+			sp.act.commanded, sp.act.altOK = sp.compTarget, false
 		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeValue:
-			sp.act.commanded = sp.act.a.Safe.Value
+			sp.act.commanded, sp.act.altOK = sp.act.a.Safe.Value, false
 		}
 	case RecHalt:
 		e.lane.mu.Lock()
@@ -142,10 +150,12 @@ func (e *Engine) applyLocked(r *Record) error {
 		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 	case RecObserved:
 		if st := e.acts[r.Actuator]; st != nil {
-			st.commanded = r.Target
+			st.commanded, st.altOK = r.Target, false
 		}
 	case RecSafe:
 		if st := e.acts[r.Actuator]; st != nil && r.Code == string(actuators.SafeValue) {
+			// Journaled before the move: a crash may come between.
+			st.alt, st.altOK = st.commanded, true
 			st.commanded = r.Target
 		}
 	case RecRefused, RecRecovery:
