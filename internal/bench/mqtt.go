@@ -277,18 +277,11 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		return err
 	}
 	defer echo.close()
-	a, err := door.agent("rtt", base+"rep")
+	a, saga, err := door.sagaAgent("rtt", base+"rep")
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.hello(benchLeaseTTL); err != nil {
-		return err
-	}
-	saga, err := a.begin()
-	if err != nil {
-		return err
-	}
 	sagaSteps := 0
 	local, err := newBenchStepper(filepath.Join(res.Dir, "local-step"), rollback.EveryStep, n+benchRTTWarmup+1)
 	if err != nil {
@@ -642,18 +635,13 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			a, err := door.agent(names[i])
+			a, saga, err := door.sagaAgent(names[i])
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			agents[i] = a
-			if err = a.hello(benchLeaseTTL); err == nil {
-				if sagas[i], err = a.begin(); err == nil {
-					_, err = a.must(api.Request{Op: api.OpStep, Saga: sagas[i], Actuator: names[i], Value: 1})
-				}
-			}
-			errs[i] = err
+			agents[i], sagas[i] = a, saga
+			_, errs[i] = a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: names[i], Value: 1})
 		})
 	}
 	wg.Wait()

@@ -49,6 +49,24 @@ type benchDoor struct {
 	staleNotReady atomic.Int64
 }
 
+// sagaAgent connects agent name, takes a lease of benchLeaseTTL and
+// begins a saga.
+func (d *benchDoor) sagaAgent(name string, extra ...string) (*benchAgent, uint64, error) {
+	a, err := d.agent(name, extra...)
+	if err != nil {
+		return nil, 0, err
+	}
+	saga := uint64(0)
+	if err = a.hello(benchLeaseTTL); err == nil {
+		saga, err = a.begin()
+	}
+	if err != nil {
+		a.close()
+		return nil, 0, err
+	}
+	return a, saga, nil
+}
+
 // agent connects a bench agent to the supervisor (benchAgent).
 func (d *benchDoor) agent(name string, extra ...string) (*benchAgent, error) {
 	a, err := newBenchAgent(d.url, d.clientID, d.topics, name, extra...)

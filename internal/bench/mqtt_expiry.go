@@ -159,18 +159,11 @@ func (d *benchDoor) backgroundSteps(k int) (stop func(), steps *atomic.Int64, er
 
 // stepUntil has agent name step its own servo back and forth until done.
 func (d *benchDoor) stepUntil(name string, done <-chan struct{}, steps *atomic.Int64) error {
-	a, err := d.agent(name)
+	a, saga, err := d.sagaAgent(name)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	if err := a.hello(benchLeaseTTL); err != nil {
-		return err
-	}
-	saga, err := a.begin()
-	if err != nil {
-		return err
-	}
 	for i := 0; ; i++ {
 		select {
 		case <-done:

@@ -44,34 +44,21 @@ func WatchdogInterval() time.Duration {
 // daemon once WatchdogSec passes; the error is logged when it starts and
 // when it changes. Stop ends the feeding.
 func Feed(notify Notify, tick time.Duration, alive func() error, lg *slog.Logger) (stop func()) {
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		last := ""
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
+	last := ""
+	return every(tick, func() {
+		if err := alive(); err != nil {
+			if err.Error() != last {
+				lg.Error("watchdog not fed: the supervisor is not making progress", "err", err)
+				last = err.Error()
 			}
-			if err := alive(); err != nil {
-				if err.Error() != last {
-					lg.Error("watchdog not fed: the supervisor is not making progress", "err", err)
-					last = err.Error()
-				}
-				continue
-			}
-			if last != "" {
-				lg.Info("watchdog fed again: the supervisor is making progress")
-				last = ""
-			}
-			notify(Watchdog)
+			return
 		}
-	}()
-	return func() { close(done); <-ended }
+		if last != "" {
+			lg.Info("watchdog fed again: the supervisor is making progress")
+			last = ""
+		}
+		notify(Watchdog)
+	})
 }
 
 // Extend sends EXTEND_TIMEOUT_USEC=by every tick in which progress() has
@@ -79,22 +66,30 @@ func Feed(notify Notify, tick time.Duration, alive func() error, lg *slog.Logger
 // start-up alive past TimeoutStartSec, one that stopped lets it expire.
 // Stop ends the extending.
 func Extend(notify Notify, tick, by time.Duration, progress func() uint64) (stop func()) {
+	seen := progress()
+	return every(tick, func() {
+		if now := progress(); now != seen {
+			seen = now
+			notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", by.Microseconds()))
+		}
+	})
+}
+
+// every calls fn every tick on a goroutine of its own until stop, which
+// returns once fn is no longer running.
+func every(tick time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
 		t := time.NewTicker(tick)
 		defer t.Stop()
-		seen := progress()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-			}
-			if now := progress(); now != seen {
-				seen = now
-				notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", by.Microseconds()))
+				fn()
 			}
 		}
 	}()
