@@ -165,6 +165,10 @@ type actState struct {
 	// either.
 	alt   float64
 	altOK bool
+	// detached: the journal's last word on the actuator is a detach (a
+	// safe policy): it is wherever it came to rest, which the journal
+	// cannot say. Reconcile leaves it alone.
+	detached bool
 }
 
 type step struct {

@@ -38,7 +38,8 @@ func (m Mismatch) String() string {
 // where the journal says each actuator is with where it reads back (the
 // actuators whose drivers implement actuators.ReadBacker and report a
 // position). A step or compensation in flight at the crash allows both the
-// value before and after it. Each actuator found elsewhere is adopted: an
+// value before and after it; an actuator the journal last detached is not
+// compared (it rests wherever it came to). Each actuator found elsewhere is adopted: an
 // OBSERVED record is journaled and the engine believes the world, so no
 // later unwind drives it to a prior the journal never saw it leave. The
 // caller then halts (an operator must look before anything moves under a
@@ -59,7 +60,11 @@ func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 		if st.altOK {
 			want = append(want, st.alt)
 		}
+		detached := st.detached
 		e.mu.Unlock()
+		if detached {
+			continue // the journal detached it: it rests wherever it came to
+		}
 		tol := reconcileTolerance * math.Max(1, a.Limits.Max-a.Limits.Min)
 		agrees := func(v float64) bool {
 			for _, w := range want {

@@ -53,6 +53,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		if st != nil {
 			st.holder = s
+			st.detached = false
 			st.alt, st.altOK = st.commanded, true // until its outcome
 			st.commanded = r.Target               // in doubt until its outcome: treated as applied
 		}
@@ -103,7 +104,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		if sp.act != nil {
 			sp.act.alt, sp.act.altOK = sp.act.commanded, true // until its outcome
-			sp.act.commanded = r.Target
+			sp.act.commanded, sp.act.detached = r.Target, false
 		}
 	case RecCompDone:
 		sp, err := e.replayStep(r)
@@ -132,6 +133,8 @@ func (e *Engine) applyLocked(r *Record) error {
 			sp.act.commanded, sp.act.altOK = sp.compTarget, false
 		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeValue:
 			sp.act.commanded, sp.act.altOK = sp.act.a.Safe.Value, false
+		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeDetach:
+			sp.act.detached = true
 		}
 	case RecHalt:
 		e.lane.mu.Lock()
@@ -150,13 +153,18 @@ func (e *Engine) applyLocked(r *Record) error {
 		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 	case RecObserved:
 		if st := e.acts[r.Actuator]; st != nil {
-			st.commanded, st.altOK = r.Target, false
+			st.commanded, st.altOK, st.detached = r.Target, false, false
 		}
 	case RecSafe:
-		if st := e.acts[r.Actuator]; st != nil && r.Code == string(actuators.SafeValue) {
+		st := e.acts[r.Actuator]
+		switch {
+		case st == nil:
+		case r.Code == string(actuators.SafeValue):
 			// Journaled before the move: a crash may come between.
 			st.alt, st.altOK = st.commanded, true
-			st.commanded = r.Target
+			st.commanded, st.detached = r.Target, false
+		case r.Code == string(actuators.SafeDetach):
+			st.detached = true
 		}
 	case RecRefused, RecRecovery:
 	default:
