@@ -31,6 +31,7 @@ type gateClient struct {
 }
 
 func (c *gateClient) IsConnected() bool      { return true }
+func (c *gateClient) Disconnect(uint)        {}
 func (c *gateClient) IsConnectionOpen() bool { return true }
 func (c *gateClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) paho.Token {
 	return doneToken{}
@@ -83,18 +84,13 @@ func TestReconnectNeverRepublishesAnOlderStatus(t *testing.T) {
 	}
 	c := &gateClient{held: make(chan struct{}), released: make(chan struct{})}
 	tr.client = c // before anything is queued: the publisher reads it after a receive
-	defer func() {
-		tr.mu.Lock()
-		tr.closed = true
-		close(tr.out)
-		close(tr.urgent)
-		tr.mu.Unlock()
-		<-tr.done
-	}()
+	defer tr.Close()
 	topic := tr.opt.Topics.Status()
 
-	tr.SetStatus(api.Status{Ready: false, Reasons: []string{"recovery has not finished"}})
+	tr.onConnect(c) // the first connection: the initial status is republished
 	waitSent(t, c, topic, 1)
+	tr.SetStatus(api.Status{Ready: false, Reasons: []string{"recovery has not finished"}})
+	waitSent(t, c, topic, 2)
 	old, _ := c.lastStatus(t, topic)
 
 	// The connection returns; its republish is held at its first Publish
@@ -108,7 +104,7 @@ func TestReconnectNeverRepublishesAnOlderStatus(t *testing.T) {
 	tr.SetStatus(api.Status{Ready: true})
 	time.Sleep(50 * time.Millisecond) // let any other goroutine publish what it would
 	close(c.released)
-	waitSent(t, c, topic, 3)
+	waitSent(t, c, topic, 4)
 	time.Sleep(50 * time.Millisecond) // and anything after that
 
 	last, n := c.lastStatus(t, topic)

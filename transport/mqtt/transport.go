@@ -104,7 +104,46 @@ type Transport struct {
 	// up: the command connection is connected and subscribed; estopUp:
 	// the e-stop connection is. Both, or the supervisor is not ready.
 	up, estopUp atomic.Bool
+	// linked is closed while the command connection is up and subscribed
+	// (guarded by mu; a new one replaces it when the connection is lost):
+	// the publisher waits on it rather than dropping what is queued.
+	linked     chan struct{}
+	linkedOpen bool
+	stopping   chan struct{} // closed by Close: stop waiting for the link
+	// seen remembers the last requests received, by agent and id, so that
+	// a broker's redelivery (DUP) of one already received is not served
+	// again: its reply, sent or queued, would come twice and out of order.
+	seen recentIDs
 }
+
+// recentIDs is a bounded set of the last (agent, id) pairs received.
+type recentIDs struct {
+	mu   sync.Mutex
+	set  map[[2]string]struct{}
+	ring [][2]string
+	next int
+}
+
+// add records k and reports whether it was already there.
+func (r *recentIDs) add(k [2]string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.set[k]; ok {
+		return true
+	}
+	if r.set == nil {
+		r.set, r.ring = map[[2]string]struct{}{}, make([][2]string, recentRequests)
+	}
+	delete(r.set, r.ring[r.next])
+	r.ring[r.next] = k
+	r.next = (r.next + 1) % len(r.ring)
+	r.set[k] = struct{}{}
+	return false
+}
+
+// recentRequests is how many received requests recentIDs remembers: far
+// more than a broker redelivers at a reconnect (its in-flight window).
+const recentRequests = 4096
 
 // StartTransport is NewTransport and Start in one.
 func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
@@ -141,6 +180,7 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 	t := &Transport{opt: opt, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
 		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{}), repub: make(chan struct{}, 1),
+		linked: make(chan struct{}), stopping: make(chan struct{}),
 		// A restarted daemon's statuses sort after its predecessor's, as
 		// long as the clock did not step back by more than the statuses
 		// published since.
@@ -182,6 +222,7 @@ func (t *Transport) Start(h Handler) error {
 			t.estop.Disconnect(0)
 			t.mu.Lock()
 			t.closed = true
+			close(t.stopping)
 			close(t.out)
 			close(t.urgent)
 			t.mu.Unlock()
@@ -228,6 +269,11 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			if clientID == t.opt.ClientID {
 				t.up.Store(false)
+				t.mu.Lock()
+				if t.linkedOpen {
+					t.linked, t.linkedOpen = make(chan struct{}), false
+				}
+				t.mu.Unlock()
 			} else {
 				t.estopUp.Store(false)
 			}
@@ -300,6 +346,12 @@ func (t *Transport) onConnect(c paho.Client) {
 		t.log.Error("mqtt subscribe failed", "err", tok.Error())
 	} else {
 		t.up.Store(c.IsConnectionOpen())
+		t.mu.Lock()
+		if !t.linkedOpen {
+			close(t.linked)
+			t.linkedOpen = true
+		}
+		t.mu.Unlock()
 		t.subOnce.Do(func() { close(t.subscribed) })
 	}
 	// Republish every retained message: the broker may have restarted
@@ -342,6 +394,11 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		return
 	}
 	req, derr := api.DecodeRequest(m.Payload(), t.maxRequest())
+	if key := [2]string{topic, req.ID}; req.ID != "" && t.seen.add(key) && m.Duplicate() {
+		// The broker sent it again (it had no acknowledgement: a stop, a
+		// reconnect). It was received and is answered, or queued to be.
+		return
+	}
 	agent := req.Agent
 	if own {
 		if api.ValidName(topicAgent) != nil {
@@ -450,7 +507,7 @@ func (t *Transport) publisher() {
 // published: a reader that subscribes meanwhile sees the actuators in the
 // order they last changed.
 func (t *Transport) send(m outbound) {
-	if !t.client.IsConnectionOpen() {
+	if !t.waitLink() {
 		return
 	}
 	if !m.retained {
@@ -472,11 +529,34 @@ func (t *Transport) send(m outbound) {
 	}
 }
 
+// waitLink waits until the command connection is up and subscribed, and
+// reports whether it is; false once Close has begun with the link down.
+// Replies wait here across an outage, in order, rather than being dropped:
+// a reply dropped while requests sent during the outage were still to
+// come reached the agent after theirs, or never (issue 13).
+func (t *Transport) waitLink() bool {
+	for {
+		t.mu.Lock()
+		linked := t.linked
+		t.mu.Unlock()
+		select {
+		case <-linked:
+			if t.client.IsConnectionOpen() {
+				return true
+			}
+			// Lost since: the handler replaces linked; wait again.
+			time.Sleep(10 * time.Millisecond)
+		case <-t.stopping:
+			return t.client.IsConnectionOpen()
+		}
+	}
+}
+
 // Publish queues a message for the transport's publisher goroutine and
 // returns at once; when the queue is full the message is dropped and
 // counted (Dropped). Nothing is handed to the client while the connection
-// is down: retained messages are kept and republished on the next connect;
-// others (replies, events) are dropped. Queueing QoS 1 publishes across a
+// is down: the publisher waits for it, and then sends what was queued in
+// order (retained topics with their newest payload). Queueing QoS 1 publishes across a
 // reconnect is also what races inside paho v1.5.1's session resume
 // (eclipse-paho/paho.mqtt.golang#703).
 func (t *Transport) Publish(topic string, retained bool, payload []byte) {
@@ -600,10 +680,11 @@ func (t *Transport) Close() error {
 		}
 		t.mu.Lock()
 		t.closed = true
+		close(t.stopping)
 		close(t.out)
 		close(t.urgent)
 		t.mu.Unlock()
-		<-t.done // what was queued is handed to the client before it disconnects
+		<-t.done // what was queued is handed to the client before it disconnects (if it is connected)
 		t.client.Disconnect(250)
 		t.estop.Disconnect(250)
 	})
