@@ -1,7 +1,9 @@
 package mqtt
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"sync"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -24,11 +26,14 @@ import (
 // (issue 13, replies in order after SIGSTOP and SIGCONT).
 type copyingStore struct {
 	paho.Store
-	mu    sync.Mutex
-	order []string // keys, oldest first
+	mu   sync.Mutex
+	seq  uint64
+	when map[string]uint64 // key → the order it was stored in
 }
 
-func newCopyingStore() paho.Store { return &copyingStore{Store: paho.NewMemoryStore()} }
+func newCopyingStore() *copyingStore {
+	return &copyingStore{Store: paho.NewMemoryStore(), when: map[string]uint64{}}
+}
 
 func (s *copyingStore) Put(key string, m packets.ControlPacket) {
 	if p, ok := m.(*packets.PublishPacket); ok {
@@ -37,39 +42,58 @@ func (s *copyingStore) Put(key string, m packets.ControlPacket) {
 		m = &c
 	}
 	s.mu.Lock()
-	s.order = slices.DeleteFunc(s.order, func(k string) bool { return k == key })
-	s.order = append(s.order, key)
+	s.seq++
+	s.when[key] = s.seq
 	s.mu.Unlock()
 	s.Store.Put(key, m)
 }
 
 func (s *copyingStore) Del(key string) {
 	s.mu.Lock()
-	s.order = slices.DeleteFunc(s.order, func(k string) bool { return k == key })
+	delete(s.when, key)
 	s.mu.Unlock()
 	s.Store.Del(key)
 }
 
 func (s *copyingStore) Reset() {
 	s.mu.Lock()
-	s.order = nil
+	clear(s.when)
 	s.mu.Unlock()
 	s.Store.Reset()
 }
 
-// All returns the stored keys, oldest first.
+// All returns the stored keys, oldest first (paho calls it only to resume
+// a session, so the sort is rare).
 func (s *copyingStore) All() []string {
-	present := map[string]bool{}
-	for _, k := range s.Store.All() {
-		present[k] = true
-	}
+	keys := s.Store.All()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(present))
-	for _, k := range s.order {
-		if present[k] {
-			out = append(out, k)
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(s.when[a], s.when[b]) })
+	return keys
+}
+
+// outbound returns the keys of the outgoing packets stored now: what a
+// session resume resends.
+func (s *copyingStore) outbound() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for k := range s.when {
+		if strings.HasPrefix(k, "o.") {
+			out[k] = true
 		}
 	}
 	return out
+}
+
+// holdsAny reports whether any of keys is still stored (not acknowledged).
+func (s *copyingStore) holdsAny(keys map[string]bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range keys {
+		if _, ok := s.when[k]; ok {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
@@ -23,5 +25,25 @@ func TestCopyingStoreKeepsItsOwnPublish(t *testing.T) {
 	stored.Payload[0] = 'X'
 	if p.Dup || p.Payload[0] != '{' {
 		t.Fatal("marking the stored copy changed the original")
+	}
+}
+
+// All lists the keys in the order they were stored, whatever the memory
+// store's map order: paho resumes a session's unacknowledged publishes in
+// that order, and an agent's replies must not come back shuffled.
+func TestStoreListsKeysInStoredOrder(t *testing.T) {
+	s := newCopyingStore()
+	s.Open()
+	var want []string
+	for i := range 200 {
+		key := fmt.Sprintf("o.%d", 65535-i*97%65535)
+		p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+		s.Put(key, p)
+		want = append(want, key)
+	}
+	s.Del(want[7])
+	want = slices.Delete(want, 7, 8)
+	if got := s.All(); !slices.Equal(got, want) {
+		t.Fatalf("All in %v order, want the stored order", got[:10])
 	}
 }

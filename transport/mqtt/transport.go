@@ -109,7 +109,13 @@ type Transport struct {
 	// the publisher waits on it rather than dropping what is queued.
 	linked     chan struct{}
 	linkedOpen bool
-	stopping   chan struct{} // closed by Close: stop waiting for the link
+	// store is the command connection's session store; resumed holds the
+	// publishes it had unacknowledged when the connection came back, which
+	// paho resends (in order) on a goroutine of its own: nothing new is sent
+	// before they are acknowledged, or a reply would overtake an older one.
+	store    *copyingStore
+	resumed  map[string]bool // guarded by mu
+	stopping chan struct{}   // closed by Close: stop waiting for the link
 	// seen remembers the last requests received, by agent and id, so that
 	// a broker's redelivery (DUP) of one already received is not served
 	// again: its reply, sent or queued, would come twice and out of order.
@@ -185,7 +191,9 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 		// long as the clock did not step back by more than the statuses
 		// published since.
 		statusSeq: uint64(time.Now().UnixMicro())}
+	t.store = newCopyingStore()
 	co := t.clientOptions(opt.ClientID).
+		SetStore(t.store).
 		SetWill(opt.Topics.Status(), string(api.EncodeStatus(api.Status{State: api.StateOffline})), 1, true).
 		SetOnConnectHandler(t.onConnect)
 	// The e-stop topics have a connection of their own, so a halt published
@@ -347,6 +355,7 @@ func (t *Transport) onConnect(c paho.Client) {
 	} else {
 		t.up.Store(c.IsConnectionOpen())
 		t.mu.Lock()
+		t.resumed = t.store.outbound()
 		if !t.linkedOpen {
 			close(t.linked)
 			t.linkedOpen = true
@@ -542,6 +551,7 @@ func (t *Transport) waitLink() bool {
 		select {
 		case <-linked:
 			if t.client.IsConnectionOpen() {
+				t.awaitResumed()
 				return true
 			}
 			// Lost since: the handler replaces linked; wait again.
@@ -550,6 +560,23 @@ func (t *Transport) waitLink() bool {
 			return t.client.IsConnectionOpen()
 		}
 	}
+}
+
+// awaitResumed waits, for a second at most, until the publishes the
+// session resume resends are acknowledged.
+func (t *Transport) awaitResumed() {
+	t.mu.Lock()
+	resumed := t.resumed
+	t.mu.Unlock()
+	if len(resumed) == 0 {
+		return
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && t.store.holdsAny(resumed); {
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.mu.Lock()
+	t.resumed = nil
+	t.mu.Unlock()
 }
 
 // Publish queues a message for the transport's publisher goroutine and
