@@ -59,9 +59,15 @@ func TestReadinessFollowsTheBroker(t *testing.T) {
 	d.start()
 	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
 	d.waitReady()
-	before, ok := retainedStatus(t, broker)
-	if !ok || !before.Ready || before.Seq == 0 {
-		t.Fatalf("retained status with the broker up: %+v (found %v)", before, ok)
+	// The retained status follows /readyz by one publish.
+	var before api.Status
+	daemontest.WaitFor(t, "the retained status to say ready", 5*time.Second, func() bool {
+		s, ok := retainedStatus(t, broker)
+		before = s
+		return ok && s.Ready
+	})
+	if before.Seq == 0 {
+		t.Fatalf("retained status with the broker up has no seq: %+v", before)
 	}
 
 	// The broker dies.
