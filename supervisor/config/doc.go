@@ -2,8 +2,11 @@
 // journal, unwind and lease settings, the MQTT and HTTP endpoints, the
 // simulated world, and every supply and actuator with its limits and safe
 // policy. It is pure data and validation: it builds no drivers and opens no
-// files but the config itself and the secret files it names. Package
-// supervisor composes the daemon from a *Config.
+// files but the config itself and the secret files it names. Each driver
+// kind's own section (pca9685:, gpio:, ...) is decoded and checked through
+// the registry of driver kinds (Register, Check); package supervisor/wiring
+// registers them and opens their drivers. Package supervisor composes the
+// daemon from a *Config.
 //
 // # Strict
 //

@@ -403,11 +403,6 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		return
 	}
 	req, derr := api.DecodeRequest(m.Payload(), t.maxRequest())
-	if key := [2]string{topic, req.ID}; req.ID != "" && t.seen.add(key) && m.Duplicate() {
-		// The broker sent it again (it had no acknowledgement: a stop, a
-		// reconnect). It was received and is answered, or queued to be.
-		return
-	}
 	agent := req.Agent
 	if own {
 		if api.ValidName(topicAgent) != nil {
@@ -420,6 +415,11 @@ func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 		}
 		agent = topicAgent // the reply goes to whoever may write this topic
 		req.Agent = topicAgent
+	}
+	if key := [2]string{agent, req.ID}; req.ID != "" && t.seen.add(key) && m.Duplicate() {
+		// The broker sent it again (it had no acknowledgement: a stop, a
+		// reconnect). It was received and is answered, or queued to be.
+		return
 	}
 	halt := derr == nil && req.Op == api.OpHalt
 	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep, halt) })
