@@ -215,4 +215,12 @@ func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
 			ConstLabels: prometheus.Labels{"what": what},
 		}, func() float64 { return float64(get(b.Stats())) }))
 	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "saga_mqtt_paced_total",
+		Help: "Commands the embedded MQTT broker held back while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
+	}, func() float64 { return float64(b.Stats().Paced) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "saga_mqtt_dropped_total",
+		Help: "Messages the embedded MQTT broker dropped because a subscriber's queue was full.",
+	}, func() float64 { return float64(b.Stats().Dropped) }))
 }

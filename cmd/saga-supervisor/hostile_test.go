@@ -289,6 +289,22 @@ func caseFlood(t *testing.T, h *hostile) {
 	<-done
 	t.Logf("the flooder sent %d steps in %v", sent.Load(), time.Since(floodStart).Round(time.Millisecond))
 
+	if h.kind == "embedded" {
+		// The embedded broker held the flooder back rather than drop
+		// anyone's messages at the supervisor's full queue.
+		_, metrics := h.d.get("/metrics")
+		for _, line := range strings.Split(metrics, "\n") {
+			if strings.HasPrefix(line, "saga_mqtt_dropped_total ") && line != "saga_mqtt_dropped_total 0" {
+				t.Errorf("the embedded broker dropped messages during the flood: %s", line)
+			}
+			if strings.HasPrefix(line, "saga_mqtt_paced_total ") {
+				t.Logf("%s", line)
+			}
+		}
+		if !strings.Contains(metrics, "saga_mqtt_dropped_total ") {
+			t.Errorf("no saga_mqtt_dropped_total in /metrics")
+		}
+	}
 	for _, r := range ot.since(otMark) {
 		switch r.Code {
 		case api.CodeRateLimited, api.CodeBusy, "LEASE_EXPIRED", "LEASE_UNKNOWN":

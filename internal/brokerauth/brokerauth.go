@@ -93,7 +93,12 @@ func StartEmbedded(cfg *config.Config, lg *slog.Logger) (*Started, error) {
 	if !cfg.MQTT.Embedded() {
 		return nil, errors.New("brokerauth: not the embedded broker")
 	}
-	opt := embedded.Options{Addr: cfg.MQTT.Listen, MaxPacket: uint32(cfg.MQTT.MaxPayload) + 1024, Log: lg}
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	opt := embedded.Options{Addr: cfg.MQTT.Listen, MaxPacket: uint32(cfg.MQTT.MaxPayload) + 1024, Log: lg,
+		// Commands wait for a congested supervisor rather than be dropped,
+		// so one agent's flood cannot crowd out another's heartbeats. A
+		// halt never waits.
+		Paced: []string{topics.Cmd(), topics.CmdFilter()}, Urgent: mqtt.IsHalt}
 	st := &Started{Anonymous: cfg.MQTT.Auth.Anonymous, CredentialsDir: cfg.MQTT.Auth.CredentialsDir}
 	if !st.Anonymous {
 		pol := Policy(cfg)

@@ -30,3 +30,25 @@ func TestMayBeHalt(t *testing.T) {
 		}
 	}
 }
+
+// IsHalt, which the embedded broker asks before holding a command back,
+// is true of a halt however spelled, and of nothing else, though it may
+// name "halt" elsewhere.
+func TestIsHalt(t *testing.T) {
+	for _, tt := range []struct {
+		payload string
+		halt    bool
+	}{
+		{`{"id":"1","agent":"a","op":"halt"}`, true},
+		{`{"id":"1","agent":"a","op":"h\u0061\u006c\u0074","reason":"x"}`, true},
+		{`{"id":"halt","agent":"a","op":"step","lease":"L","epoch":1,"saga":1,"actuator":"x","value":1}`, false},
+		{`{"id":"1","agent":"a","op":"heartbeat","lease":"L","epoch":1,"reason":"halt"}`, false},
+		{`{"id":"1","agent":"a","op":"step","lease":"L","epoch":1,"saga":1,"actuator":"x","value":1}`, false},
+		{`{"op":"halt"`, false},
+		{`halt`, false},
+	} {
+		if got := IsHalt([]byte(tt.payload)); got != tt.halt {
+			t.Errorf("IsHalt(%s) = %v, want %v", tt.payload, got, tt.halt)
+		}
+	}
+}

@@ -433,6 +433,19 @@ func mayBeHalt(payload []byte) bool {
 	return bytes.Contains(payload, []byte("halt")) || bytes.Contains(payload, []byte(`\u`))
 }
 
+// IsHalt reports whether payload is a halt request. The embedded broker
+// asks it of every command it would hold back for a congested supervisor
+// (embedded.Options.Urgent): a halt is never held back. Most payloads are
+// told apart by mayBeHalt alone; the few that may be a halt are decoded,
+// so a flooder cannot slip past by naming "halt" in another field.
+func IsHalt(payload []byte) bool {
+	if !mayBeHalt(payload) {
+		return false
+	}
+	req, err := api.DecodeRequest(payload, api.DefaultMaxRequestBytes)
+	return err == nil && req.Op == api.OpHalt
+}
+
 // shed asks the Handler whether agent's request may be refused unread.
 func (t *Transport) shed(agent string) bool {
 	s, ok := t.h.(Shedder)

@@ -61,6 +61,18 @@ const (
 	// fixed set it stores on its own schedule) are not counted: counted,
 	// one appearing just then took the room a client's status needed.
 	DefaultMaxRetained = 4096
+	// DefaultPaceAt is how many messages may be queued to one subscriber
+	// (QoS 1 and 2, awaiting its acknowledgement) before publishes on a
+	// paced topic wait for it (see Options.Paced). Small, so that a message
+	// that had to wait still has few ahead of it; far below MaxInflight,
+	// so that publishers arriving together never overflow the queue.
+	DefaultPaceAt = 64
+	// DefaultPaceWait bounds one publish's wait for a congested
+	// subscriber. A subscriber that acknowledges nothing for this long is
+	// not slow but stuck; the publish then goes ahead as it would without
+	// pacing. Well below the keepalive deadline of the waiting client
+	// (1.5 times its keepalive, at least 1 s), which its wait holds up.
+	DefaultPaceWait = 500 * time.Millisecond
 	// DefaultSessionExpiry is how long a disconnected client's session
 	// (subscriptions, unacknowledged messages) is kept: long enough for the
 	// supervisor to reconnect after a network hiccup without losing
@@ -85,6 +97,26 @@ type Options struct {
 	// TLS, if not nil, serves MQTT over TLS. Required with Passwords off
 	// loopback: passwords must not cross a network in clear.
 	TLS *tls.Config
+
+	// Paced lists topic filters whose publishes wait while a subscriber
+	// of the topic is congested: DefaultPaceAt messages or more queued to
+	// it. Without it a client flooding such a topic filled the
+	// subscriber's queue, and the broker dropped what came next from
+	// anyone: another agent's heartbeat among a flood of steps to the
+	// supervisor. Waiting holds up only the publishing client (its
+	// packets are read in turn, on a goroutine of its own), so the
+	// flooder is slowed to what the subscriber takes, and a client that
+	// publishes now and then finds few messages ahead of its own. The
+	// daemon paces the command topics. A topic the supervisor publishes to
+	// must not be paced: an agent that does not read its replies would
+	// hold up the replies to everyone else.
+	Paced []string
+	// Urgent, if not nil, picks the payloads on a paced topic that never
+	// wait: a halt. (A subscriber's queue has room far beyond PaceAt, so
+	// they are not dropped either.)
+	Urgent   func(payload []byte) bool
+	PaceAt   int           // default DefaultPaceAt
+	PaceWait time.Duration // default DefaultPaceWait
 
 	MaxClients       int
 	MaxPendingWrites int
@@ -149,8 +181,12 @@ func StartOptions(opt Options) (*Broker, error) {
 	if opt.TLS != nil {
 		ln = tls.NewListener(ln, opt.TLS)
 	}
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: log})
-	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained)}
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second))})
+	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained),
+		pacedTopics: opt.Paced, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
+	if g.paceWait <= 0 {
+		g.paceWait = DefaultPaceWait
+	}
 	if err := srv.AddHook(g, nil); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
@@ -243,12 +279,24 @@ type Stats struct {
 	RefusedPublishes  int64 // publishes (or retains) the policy forbids
 	RefusedSubscribes int64 // subscriptions (filters) the policy forbids
 	RefusedRetained   int64 // retained publishes beyond MaxRetained
+	Paced             int64 // publishes on a paced topic that waited for a congested subscriber
+	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
+	Dropped           int64 // messages not delivered: a subscriber's queue (MaxPendingWrites, MaxInflight) was full
 }
 
 // Stats returns the counts of refusals so far.
 func (b *Broker) Stats() Stats {
 	g := b.hook
-	return Stats{g.connects.Load(), g.publishes.Load(), g.subscribes.Load(), g.retained.Load()}
+	info := b.srv.Info
+	return Stats{
+		RefusedConnects:   g.connects.Load(),
+		RefusedPublishes:  g.publishes.Load(),
+		RefusedSubscribes: g.subscribes.Load(),
+		RefusedRetained:   g.retained.Load(),
+		Paced:             g.paced.Load(),
+		PaceTimeouts:      g.paceTimeouts.Load(),
+		Dropped:           atomic.LoadInt64(&info.MessagesDropped) + atomic.LoadInt64(&info.InflightDropped),
+	}
 }
 
 // Close stops the broker. Calling it again does nothing (mochi's own
@@ -268,7 +316,13 @@ type guard struct {
 	policy      *access.Policy
 	maxRetained int
 
+	pacedTopics []string // topic filters whose publishes wait for a congested subscriber
+	urgent      func(payload []byte) bool
+	paceAt      int
+	paceWait    time.Duration
+
 	connects, publishes, subscribes, retained atomic.Int64
+	paced, paceTimeouts                       atomic.Int64
 	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
 }
 
@@ -384,6 +438,7 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 		g.refused("mqtt publish refused", "user", string(cl.Properties.Username), "topic", pk.TopicName, "retain", retain)
 		return pk, packets.CodeSuccessIgnore
 	}
+	g.pace(pk)
 	// The check and mochi's store are not one atomic step: clients
 	// publishing new retained topics at the same instant may overshoot the
 	// bound by at most one message each (so by MaxClients at worst).
@@ -395,6 +450,54 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 		}
 	}
 	return pk, nil
+}
+
+// pace holds a publish on a paced topic, on its client's goroutine, while
+// a subscriber of the topic is congested, for at most paceWait; an urgent
+// one (a halt) never waits. Only the publishing client is held up.
+func (g *guard) pace(pk packets.Packet) {
+	if !g.isPaced(pk.TopicName) || g.urgent != nil && g.urgent(pk.Payload) || !g.congested(pk.TopicName) {
+		return
+	}
+	g.paced.Add(1)
+	deadline := time.Now().Add(g.paceWait)
+	for g.congested(pk.TopicName) {
+		if time.Now().After(deadline) {
+			g.paceTimeouts.Add(1)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (g *guard) isPaced(topic string) bool {
+	for _, f := range g.pacedTopics {
+		if filterMatches(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// congested reports whether a connected subscriber of topic has paceAt or
+// more messages queued to it and unacknowledged (QoS 1 and 2: the
+// supervisor subscribes its commands at QoS 1). A disconnected one is not
+// waited for: nothing would drain its queue.
+func (g *guard) congested(topic string) bool {
+	subs := g.srv.Topics.Subscribers(topic)
+	for id := range subs.Subscriptions {
+		if cl, ok := g.srv.Clients.Get(id); ok && !cl.Closed() && cl.State.Inflight.Len() >= g.paceAt {
+			return true
+		}
+	}
+	for _, group := range subs.Shared {
+		for id := range group {
+			if cl, ok := g.srv.Clients.Get(id); ok && !cl.Closed() && cl.State.Inflight.Len() >= g.paceAt {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // clientRetained counts the retained messages clients stored: mochi's own
@@ -411,4 +514,32 @@ func (g *guard) clientRetained() int {
 		}
 	}
 	return n
+}
+
+// filterMatches reports whether the MQTT topic filter matches topic: '+'
+// is one level, a trailing '#' this level and all below, and a wildcard in
+// the first level does not match a topic starting with '$' (MQTT 4.7.2).
+func filterMatches(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		f, fRest, fMore := strings.Cut(filter, "/")
+		if f == "#" {
+			return true
+		}
+		t, tRest, tMore := strings.Cut(topic, "/")
+		if f != "+" && f != t {
+			return false
+		}
+		switch {
+		case !fMore && !tMore:
+			return true
+		case !tMore:
+			return fRest == "#" // "a/#" matches "a"
+		case !fMore:
+			return false
+		}
+		filter, topic = fRest, tRest
+	}
 }
