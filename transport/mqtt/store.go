@@ -24,15 +24,29 @@ import (
 // the unacknowledged publishes in the order All gives, and its memory store
 // gives map order: after a reconnect an agent's replies came back shuffled
 // (issue 13, replies in order after SIGSTOP and SIGCONT).
+//
+// It tells when a publish is acknowledged: Del (paho deletes a publish when
+// the broker acknowledges it) signals acked, and holds says whether one
+// publish is still waiting. The transport hands an agent its next reply
+// only once the last one is acknowledged (Transport.publisher).
 type copyingStore struct {
 	paho.Store
-	mu   sync.Mutex
-	seq  uint64
-	when map[string]uint64 // key → the order it was stored in
+	mu    sync.Mutex
+	seq   uint64
+	when  map[string]uint64 // key → the order it was stored in
+	acked chan struct{}     // signalled (one pending stands for any number) when a key is deleted
 }
 
 func newCopyingStore() *copyingStore {
-	return &copyingStore{Store: paho.NewMemoryStore(), when: map[string]uint64{}}
+	return &copyingStore{Store: paho.NewMemoryStore(), when: map[string]uint64{}, acked: make(chan struct{}, 1)}
+}
+
+// signal wakes whoever waits on acked.
+func (s *copyingStore) signal() {
+	select {
+	case s.acked <- struct{}{}:
+	default:
+	}
 }
 
 func (s *copyingStore) Put(key string, m packets.ControlPacket) {
@@ -53,6 +67,7 @@ func (s *copyingStore) Del(key string) {
 	delete(s.when, key)
 	s.mu.Unlock()
 	s.Store.Del(key)
+	s.signal()
 }
 
 func (s *copyingStore) Reset() {
@@ -60,6 +75,22 @@ func (s *copyingStore) Reset() {
 	clear(s.when)
 	s.mu.Unlock()
 	s.Store.Reset()
+	s.signal()
+}
+
+// stored returns the order key was stored in, if it is stored.
+func (s *copyingStore) stored(key string) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq, ok := s.when[key]
+	return seq, ok
+}
+
+// holds reports whether the publish stored as key in order seq is still
+// stored: not yet acknowledged (a later publish may reuse its key).
+func (s *copyingStore) holds(key string, seq uint64) bool {
+	got, ok := s.stored(key)
+	return ok && got == seq
 }
 
 // All returns the stored keys, oldest first (paho calls it only to resume

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,9 +64,10 @@ type TransportOptions struct {
 
 // outbound is one message waiting to be published.
 type outbound struct {
-	topic    string
-	retained bool
-	payload  []byte
+	topic     string
+	retained  bool
+	payload   []byte
+	droppable bool // a refusal of a flood (RATE_LIMITED, BUSY): given up first when an agent's replies back up
 }
 
 // Transport is the supervisor's MQTT client: a persistent session, a last
@@ -464,21 +466,27 @@ func (t *Transport) maxRequest() int { return min(api.DefaultMaxRequestBytes, t.
 // then reconnected and sent it again, in a loop.
 func (t *Transport) reply(agent string, rep api.Reply, urgent bool) {
 	if api.ValidName(agent) == nil {
-		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload), urgent)
+		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload), urgent, floodRefusal(rep))
 		return
 	}
-	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(api.Event{Kind: api.EventReply, Reply: &rep}, t.opt.MaxPayload), urgent)
+	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(api.Event{Kind: api.EventReply, Reply: &rep}, t.opt.MaxPayload), urgent, floodRefusal(rep))
 }
 
 // publishBounded publishes a payload a bounded encoder made; nil (nothing
 // fits) is counted and logged instead.
-func (t *Transport) publishBounded(topic string, b []byte, urgent bool) {
+func (t *Transport) publishBounded(topic string, b []byte, urgent, droppable bool) {
 	if b == nil {
 		t.tooLarge.Add(1)
 		t.log.Error("mqtt: message does not fit max_payload even summarised: not published", "topic", topic, "max_payload", t.opt.MaxPayload)
 		return
 	}
-	t.publish(topic, false, b, urgent)
+	t.publish(topic, false, b, urgent, droppable)
+}
+
+// floodRefusal reports whether rep refuses a request for the agent's rate
+// or queue: when its replies back up, those give way first.
+func floodRefusal(rep api.Reply) bool {
+	return !rep.OK && (rep.Code == api.CodeRateLimited || rep.Code == api.CodeBusy)
 }
 
 // TooLarge is how many messages could not be published because not even
@@ -489,8 +497,23 @@ func (t *Transport) TooLarge() uint64 { return t.tooLarge.Load() }
 // urgent queue (halt replies, the status) goes first: under a flood, the
 // out queue carries thousands of refusals a second, and what a halt did
 // must not wait behind them.
+//
+// Messages of the out queue (replies, events) are handed to the client one
+// topic at a time: the next message to a topic only once the broker has
+// acknowledged the one before (topicLanes). With more than one in flight, a
+// lost connection reordered them: paho resends the unacknowledged ones from
+// its store on reconnect, while a Publish call that was waiting to be
+// written when the connection went is written by the new connection's
+// writer, racing the resend — an agent saw hb-12's reply before hb-11's
+// after the daemon was stopped (SIGSTOP) and continued. Topics (agents)
+// still go out side by side, so one agent's backlog never delays another's
+// replies, and a reply waits one broker round trip at most behind the one
+// before it.
 func (t *Transport) publisher() {
 	defer close(t.done)
+	lanes := &topicLanes{t: t, lanes: map[string]*topicLane{}}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	urgent, out := t.urgent, t.out
 	for urgent != nil || out != nil {
 		var m outbound
@@ -512,29 +535,146 @@ func (t *Transport) publisher() {
 					urgent = nil
 					continue
 				}
+			case <-t.store.acked:
+				lanes.advance(false)
+				continue
+			case <-tick.C:
+				lanes.advance(true)
+				continue
 			case m, ok = <-out:
 				if !ok {
 					out = nil
 					continue
 				}
+				lanes.put(m)
+				continue
 			}
 		}
 		t.send(m)
 	}
+	lanes.flush()
+}
+
+// topicLanes are the messages of the out queue waiting for the one before
+// them on their topic to be acknowledged. Only the publisher goroutine
+// touches them.
+type topicLanes struct {
+	t     *Transport
+	lanes map[string]*topicLane // topics with a message in flight
+	held  int                   // messages waiting in all lanes
+}
+
+type topicLane struct {
+	q     []outbound
+	key   string // the client's store key of the message in flight
+	seq   uint64 // and the order it was stored in (keys are reused)
+	since time.Time
+}
+
+// laneStall bounds the wait for one acknowledgement while the connection
+// is up: a broker that never acknowledges must not silence a topic.
+const laneStall = 10 * time.Second
+
+// put sends m at once if nothing is in flight on its topic, or queues it
+// behind what is. Held messages are bounded by QueueLen in all, and one
+// topic may hold an eighth of that before its refusals (droppable) give
+// way: a flooding agent drops its own refusal replies, not the replies to
+// requests that were served, nor anyone else's.
+func (l *topicLanes) put(m outbound) {
+	ln := l.lanes[m.topic]
+	if ln == nil {
+		ln = &topicLane{}
+		l.lanes[m.topic] = ln
+	}
+	if ln.key == "" && len(ln.q) == 0 {
+		l.sendTracked(ln, m)
+		l.forget(m.topic, ln)
+		return
+	}
+	if len(ln.q) >= max(64, l.t.opt.QueueLen/8) || l.held >= l.t.opt.QueueLen {
+		i := slices.IndexFunc(ln.q, func(o outbound) bool { return o.droppable })
+		switch {
+		case m.droppable || i < 0 && l.held >= l.t.opt.QueueLen:
+			l.t.countDropped(m.topic)
+			return
+		case i >= 0:
+			ln.q = slices.Delete(ln.q, i, i+1)
+			l.held--
+			l.t.countDropped(m.topic)
+		}
+	}
+	ln.q = append(ln.q, m)
+	l.held++
+}
+
+// advance sends the next message of every lane whose message in flight was
+// acknowledged; on a tick, also of a lane that waited laneStall with the
+// connection up.
+func (l *topicLanes) advance(tick bool) {
+	for topic, ln := range l.lanes {
+		if ln.key != "" && !l.t.store.holds(ln.key, ln.seq) {
+			ln.key = ""
+		}
+		if tick && ln.key != "" && time.Since(ln.since) > laneStall && l.t.client.IsConnectionOpen() {
+			l.t.log.Warn("mqtt: no acknowledgement from the broker: sending the next message anyway", "topic", topic, "waited", time.Since(ln.since).Round(time.Second))
+			ln.key = ""
+		}
+		if ln.key == "" && len(ln.q) > 0 {
+			m := ln.q[0]
+			ln.q[0] = outbound{}
+			ln.q = ln.q[1:]
+			l.held--
+			l.sendTracked(ln, m)
+		}
+		l.forget(topic, ln)
+	}
+}
+
+// forget drops an idle lane.
+func (l *topicLanes) forget(topic string, ln *topicLane) {
+	if ln.key == "" && len(ln.q) == 0 {
+		delete(l.lanes, topic)
+	}
+}
+
+// sendTracked sends m and remembers its store key, if the client stored it
+// (it did not if it is already acknowledged, or was not sent).
+func (l *topicLanes) sendTracked(ln *topicLane, m outbound) {
+	tok := l.t.send(m)
+	pt, ok := tok.(interface{ MessageID() uint16 })
+	if !ok || pt.MessageID() == 0 {
+		return
+	}
+	key := "o." + strconv.Itoa(int(pt.MessageID()))
+	if seq, ok := l.t.store.stored(key); ok {
+		ln.key, ln.seq, ln.since = key, seq, time.Now()
+	}
+}
+
+// flush hands the client what the lanes still hold, at Close, in order
+// per topic and without waiting for acknowledgements (the connection is
+// about to end; at worst a reply is lost, not reordered by a resume).
+func (l *topicLanes) flush() {
+	for _, ln := range l.lanes {
+		for _, m := range ln.q {
+			l.t.send(m)
+		}
+	}
+	clear(l.lanes)
 }
 
 // send publishes one message if the client is connected; a retained topic
 // is sent with its newest payload, whatever payload it was queued with. A
 // repub marker sends every retained topic, in the order they were last
 // published: a reader that subscribes meanwhile sees the actuators in the
-// order they last changed.
-func (t *Transport) send(m outbound) {
+// order they last changed. It returns the client's token of a message that
+// is not retained (nil if none was sent).
+func (t *Transport) send(m outbound) paho.Token {
 	if !t.waitLink() {
-		return
+		return nil
 	}
 	if !m.retained {
-		t.client.Publish(m.topic, t.qos(m.topic, false), false, m.payload)
-		return
+		return t.client.Publish(m.topic, t.qos(m.topic, false), false, m.payload)
 	}
 	t.mu.Lock()
 	var msgs []outbound
@@ -549,6 +689,7 @@ func (t *Transport) send(m outbound) {
 	for _, r := range msgs {
 		t.client.Publish(r.topic, t.qos(r.topic, true), true, r.payload)
 	}
+	return nil
 }
 
 // waitLink waits until the command connection is up and subscribed, and
@@ -600,11 +741,11 @@ func (t *Transport) awaitResumed() {
 // reconnect is also what races inside paho v1.5.1's session resume
 // (eclipse-paho/paho.mqtt.golang#703).
 func (t *Transport) Publish(topic string, retained bool, payload []byte) {
-	t.publish(topic, retained, payload, false)
+	t.publish(topic, retained, payload, false, false)
 }
 
 // publish queues a message, on the urgent queue or the ordinary one.
-func (t *Transport) publish(topic string, retained bool, payload []byte, urgent bool) {
+func (t *Transport) publish(topic string, retained bool, payload []byte, urgent, droppable bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if retained && payload != nil {
@@ -621,13 +762,19 @@ func (t *Transport) publish(topic string, retained bool, payload []byte, urgent 
 		q = t.urgent
 	}
 	select {
-	case q <- outbound{topic: topic, retained: retained, payload: payload}:
+	case q <- outbound{topic: topic, retained: retained, payload: payload, droppable: droppable}:
 	default:
 		// The broker is not taking messages as fast as they come; a
 		// retained one is kept above and republished on the next connect.
-		if n := t.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, ...
-			t.log.Error("mqtt: outgoing queue full: message dropped", "topic", topic, "dropped", n)
-		}
+		t.countDropped(topic)
+	}
+}
+
+// countDropped counts a message not published: the broker is not taking
+// messages as fast as they come.
+func (t *Transport) countDropped(topic string) {
+	if n := t.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, ...
+		t.log.Error("mqtt: outgoing queue full: message dropped", "topic", topic, "dropped", n)
 	}
 }
 
@@ -678,7 +825,7 @@ func (t *Transport) qos(topic string, retained bool) byte {
 
 // PublishEvent publishes an event (supervisor.Publisher).
 func (t *Transport) PublishEvent(ev api.Event) {
-	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload), false)
+	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload), false, false)
 }
 
 // PublishState publishes an actuator's retained state (supervisor.Publisher).
@@ -704,7 +851,7 @@ func (t *Transport) SetStatus(s api.Status) {
 	s.Seq = t.statusSeq
 	t.storeRetained(t.opt.Topics.Status(), api.EncodeStatus(s))
 	t.mu.Unlock()
-	t.publish(t.opt.Topics.Status(), true, nil, true)
+	t.publish(t.opt.Topics.Status(), true, nil, true, false)
 }
 
 // Close publishes "offline" on the status topic first — a clean disconnect
