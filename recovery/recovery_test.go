@@ -245,15 +245,36 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	again.Close()
 }
 
-// The disk fills after a committed move: the next journal write fails,
-// the engine halts (JOURNAL_FAILED) and sends the elbow to its safe value
-// — a move the full disk cannot record. After a restart the journal says
+// The journal's disk fails after a committed move: the next journal write
+// fails, the engine halts (JOURNAL_FAILED) and sends the elbow to its safe
+// value — a move the failed disk cannot record. After a restart the journal says
 // 120 while the elbow is at 0. Recovery must find that out before anything
 // moves: adopt 0 (journaled), halt with a reason naming the elbow, and no
 // later unwind may drive the elbow to 120. It did (issue 13): the restart
 // was not halted, a new saga recorded 120 as the elbow's prior, and its
-// clean abort drove the joint there.
+// clean abort drove the joint there. The disk fails three ways: full
+// (ENOSPC on every call), failing media (writes land in the page cache, but
+// fsync reports EIO), and remounted read-only by the kernel after an error
+// (EROFS on every call).
 func TestStartReconcilesWithTheWorld(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		fault func(crashfs.Op) error
+	}{
+		{"disk full", func(crashfs.Op) error { return syscall.ENOSPC }},
+		{"fsync EIO", func(op crashfs.Op) error {
+			if op.Kind == crashfs.OpSync || op.Kind == crashfs.OpSyncDir {
+				return syscall.EIO
+			}
+			return nil
+		}},
+		{"read-only remount", func(crashfs.Op) error { return syscall.EROFS }},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testStartReconciles(t, tt.fault) })
+	}
+}
+
+func testStartReconciles(t *testing.T, fault func(crashfs.Op) error) {
 	fs := crashfs.New()
 	w := sim.NewMemoryWorld()
 	defer w.Close()
@@ -281,14 +302,14 @@ func TestStartReconcilesWithTheWorld(t *testing.T) {
 	if err := res.Engine.Commit(saga, o); err != nil {
 		t.Fatal(err)
 	}
-	// The disk fills.
-	fs.SetFault(func(crashfs.Op) error { return syscall.ENOSPC })
+	// The disk fails.
+	fs.SetFault(fault)
 	saga2, err := res.Engine.Begin(o)
 	if err == nil {
 		_, err = res.Engine.Step(saga2, o, rollback.Command{ID: "2", Actuator: "base", Value: 10})
 	}
 	if rollback.CodeOf(err) != rollback.CodeJournalFailed {
-		t.Fatalf("a write to the full disk: %v, want JOURNAL_FAILED", err)
+		t.Fatalf("a write to the failed disk: %v, want JOURNAL_FAILED", err)
 	}
 	waitFor(t, "the journal-failed halt to send the elbow to its safe value", func() bool { return w.Snapshot()["elbow"].Commanded == 0 })
 	img := fs.Crash(crashfs.DropUnsynced())
