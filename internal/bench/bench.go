@@ -103,7 +103,8 @@ func Run(args []string, w io.Writer) (err error) {
 	broker := fs.String("broker", "", "with --mqtt: an external broker's URL, e.g. tcp://127.0.0.1:1883 (implies --mqtt; default: the embedded broker)")
 	halts := fs.Int("halts", 200, "with --mqtt: halt samples quiet, and as many under the flood")
 	agents := fs.Int("agents", 64, "with --mqtt: agents stepping at once for durable steps/s")
-	expiries := fs.Int("expiries", 20, "with --mqtt: lease expiries measured quiet, and as many while 8 agents step durably")
+	expiries := fs.Int("expiries", 20, "with --mqtt: lease expiries measured quiet, as many while 8 agents step durably, and as many again with every journal fsync slowed by --slow-fsync")
+	slowFsync := fs.Duration("slow-fsync", 5*time.Millisecond, "with --mqtt: the delay added to every journal fsync in the last expiry condition, a slow SD card's (0: leave that condition out)")
 	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
 	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
 	haltTopic := fs.String("halt-topic", "estop", "with --mqtt: where the halts are published: estop (the agent's e-stop topic, read on the supervisor's own connection for it, as client.Halt does) or cmd (its command topic)")
@@ -182,7 +183,7 @@ func Run(args []string, w io.Writer) (err error) {
 	start := time.Now()
 	if *mqttFlag {
 		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
-		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
+		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, slowFsync: *slowFsync, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
 		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
 			if ctx.Err() != nil {
 				return cli.Exit(130, "interrupted")

@@ -57,6 +57,7 @@ type frontDoorOptions struct {
 	n          int           // round-trip samples of each kind
 	halts      int           // halt samples of each condition
 	expiries   int           // lease expiries of each condition
+	slowFsync  time.Duration // the fsync delay of the slow-disk expiries; 0 none
 	agents     int           // agents of the throughput measurement
 	agentsTime time.Duration // length of each throughput round
 	floodRate  float64       // the flood's offered requests/s; 0 as fast as the client takes them
@@ -242,8 +243,8 @@ func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOp
 		return fmt.Errorf("%d agents: %w", opt.agents, err)
 	}
 	if opt.expiries > 0 {
-		prog(fmt.Sprintf("%d lease expiries, quiet and busy", opt.expiries))
-		if err := benchExpiries(ctx, door, res, opt.expiries, benchExpiryBusy); err != nil {
+		prog(fmt.Sprintf("%d lease expiries, quiet, busy and on a slow disk", opt.expiries))
+		if err := benchExpiries(ctx, door, res, opt.expiries, benchExpiryBusy, opt.slowFsync); err != nil {
 			return fmt.Errorf("lease expiries: %w", err)
 		}
 	}

@@ -47,6 +47,9 @@ type benchDoor struct {
 	trLog, brokerLog *benchLogTally
 	// staleNotReady counts begins refused NOT_READY (and retried).
 	staleNotReady atomic.Int64
+	// syncDelay delays every journal fsync (nanoseconds; 0: none), for the
+	// expiries measured on a slow disk.
+	syncDelay atomic.Int64
 }
 
 // sagaAgent connects agent name, takes a lease of benchLeaseTTL and
@@ -270,7 +273,9 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 		// The packet limit `run` gives the embedded broker.
 		d.maxPacket = uint32(cfg.MQTT.MaxPayload) + 1024
 		d.brokerLog = newBenchLogTally()
-		if d.broker, err = embedded.Start("127.0.0.1:0", d.maxPacket, slog.New(d.brokerLog)); err != nil {
+		// Paced as `run` paces it (brokerauth.StartEmbedded).
+		if d.broker, err = embedded.StartOptions(embedded.Options{Addr: "127.0.0.1:0", MaxPacket: d.maxPacket, Log: slog.New(d.brokerLog),
+			Paced: d.topics.CommandFilters(), Urgent: mqtt.IsHalt}); err != nil {
 			return nil, err
 		}
 		d.url = d.broker.URL()
@@ -286,6 +291,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 	if d.built, err = supervisor.FromConfig(cfg, nil); err != nil {
 		return nil, fmt.Errorf("building the supervisor: %w", err)
 	}
+	d.built.Options.WAL.FS = slowSyncFS{delay: &d.syncDelay}
 	// As package daemon composes it — the transport built first, as the
 	// supervisor's Publisher, and started with it as its Handler — with
 	// the bench's taps in between.

@@ -44,9 +44,13 @@ type FrontDoorExpiry struct {
 	BackgroundSteps int `json:"background_steps"`
 }
 
-// benchExpiries measures n lease expiries quiet, and n while busy agents
-// step durably (every step an fsync) the whole time.
-func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n, busy int) error {
+// benchExpiries measures n lease expiries quiet, n while busy agents step
+// durably (every step an fsync) the whole time, and — unless slow is 0 — n
+// more while they do on a slow disk, every journal fsync taking slow
+// longer. The unwind's own intents are durable before each move, so on the
+// slow disk an expiry pays for at least one slow fsync, and may queue
+// behind a batch of the busy agents' for another.
+func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n, busy int, slow time.Duration) error {
 	exp, err := door.agent("expiry")
 	if err != nil {
 		return err
@@ -56,16 +60,27 @@ func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n
 	if !ok {
 		return errors.New("the expiry servo cannot be read back")
 	}
-	for _, cond := range []struct {
+	conds := []struct {
 		name string
 		busy int
-	}{{"quiet", 0}, {fmt.Sprintf("%d agents stepping durably", busy), busy}} {
+		slow time.Duration
+	}{{"quiet", 0, 0}, {fmt.Sprintf("%d agents stepping durably", busy), busy, 0}}
+	if slow > 0 {
+		conds = append(conds, struct {
+			name string
+			busy int
+			slow time.Duration
+		}{fmt.Sprintf("%d agents stepping durably, every fsync %v slower", busy, slow), busy, slow})
+	}
+	for _, cond := range conds {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		door.syncDelay.Store(int64(cond.slow))
 		stop, steps, berr := door.backgroundSteps(cond.busy)
 		late, err := expiryRound(exp, servo, n)
 		stop()
+		door.syncDelay.Store(0)
 		if err == nil {
 			err = <-berr
 		}

@@ -73,6 +73,10 @@ func (t Topics) AgentCmd(agent string) string { return t.Cmd() + "/" + agent }
 // CmdFilter is the subscription that receives every agent's own requests.
 func (t Topics) CmdFilter() string { return t.Cmd() + "/+" }
 
+// CommandFilters are the filters of every command topic: the shared one
+// and each agent's. The embedded broker paces them (embedded.Options.Paced).
+func (t Topics) CommandFilters() []string { return []string{t.Cmd(), t.CmdFilter()} }
+
 // Reply is where the supervisor answers agent (QoS 1, not retained). agent
 // must pass ValidLevel; DecodeRequest only yields agents that do.
 func (t Topics) Reply(agent string) string { return t.base() + "/reply/" + agent }
