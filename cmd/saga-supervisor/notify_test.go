@@ -64,11 +64,18 @@ func (n *notifySocket) count(line string) int {
 // daemonConfig is the embedded default on free ports and temporary paths.
 func daemonConfig(t *testing.T, httpListen string) string {
 	t.Helper()
+	return daemonConfigListen(t, httpListen, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+}
+
+// daemonConfigListen is daemonConfig with the embedded broker listening on
+// mqttListen.
+func daemonConfigListen(t *testing.T, httpListen, mqttListen string) string {
+	t.Helper()
 	dir := t.TempDir()
 	text := strings.NewReplacer(
 		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(dir, "journal"),
 		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),
-		"  listen: 127.0.0.1:1883", fmt.Sprintf("  listen: 127.0.0.1:%d", freePort(t)),
+		"  listen: 127.0.0.1:1883", "  listen: "+mqttListen,
 		"  listen: 127.0.0.1:8080", "  listen: "+httpListen,
 		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
 		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
