@@ -76,7 +76,7 @@
 //	16   8     first seq (must match the file name)
 //	24   32    hash of record first-1 (the genesis hash for seq 1)
 //	56   4     CRC32C (Castagnoli) of bytes 0..55
-//	60   4     zero
+//	60   4     zero (not covered by the CRC; a reader refuses anything else)
 //
 // Records follow from offset 64, back to back. The rest of the segment is
 // zeros. A record that does not fit in the remaining space goes to the

@@ -128,11 +128,13 @@ func TestSegHeader(t *testing.T) {
 	if err != nil || got != h {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	for i := range 60 * 8 {
+	// Every bit of the header, the reserved bytes 60-63 included: they
+	// were never checked, so damage there went unnoticed (issue 14).
+	for i := range segHeaderSize * 8 {
 		c := bytes.Clone(b)
 		c[i/8] ^= 1 << (i % 8)
 		if _, err := decodeSegHeader(c); err == nil {
-			t.Fatalf("header flip of bit %d accepted", i)
+			t.Fatalf("header flip of bit %d (byte %d) accepted", i, i/8)
 		}
 	}
 	if _, err := decodeSegHeader(b[:63]); err == nil {

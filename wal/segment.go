@@ -17,7 +17,7 @@ import (
 //	off 16  firstSeq  uint64  seq of the first record in the segment
 //	off 24  prevHash  [32]byte hash of record firstSeq-1 (genesis for 1)
 //	off 56  crc32c    uint32  over bytes [0, 56)
-//	off 60  zero      [4]byte
+//	off 60  zero      [4]byte  must be zero (outside the CRC, checked on its own)
 const (
 	segHeaderSize = 64
 	segVersion    = 1
@@ -61,6 +61,10 @@ func decodeSegHeader(b []byte) (segHeader, error) {
 	}
 	if s := binary.LittleEndian.Uint32(b[12:]); s != segHeaderSize {
 		return segHeader{}, fmt.Errorf("unsupported segment header size %d", s)
+	}
+	// Outside the CRC, so checked on their own: version 1 writes zeros.
+	if z := b[60:64]; z[0]|z[1]|z[2]|z[3] != 0 {
+		return segHeader{}, fmt.Errorf("segment header bytes 60-63 are % x, not zero", z)
 	}
 	h := segHeader{firstSeq: binary.LittleEndian.Uint64(b[16:])}
 	copy(h.prevHash[:], b[24:56])
