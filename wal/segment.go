@@ -123,3 +123,23 @@ func listSegments(fsys FS, dir string) ([]segRef, error) {
 	})
 	return segs, nil
 }
+
+// Present reports whether dir holds a journal: it exists and has at least
+// one segment file. Tools that take over an existing journal (recover,
+// repair) ask first, so that a mistyped path fails instead of starting a
+// new, empty journal there. fsys nil means OSFS{}.
+func Present(fsys FS, dir string) (bool, error) {
+	if fsys == nil {
+		fsys = OSFS{}
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if _, ok := parseSegName(n); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}

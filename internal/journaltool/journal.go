@@ -143,6 +143,17 @@ func Recover(args []string, w io.Writer) error {
 	if *dir == "" || *world == "" {
 		return cli.Exit(2, "--wal DIR and --world FILE are required")
 	}
+	// recover takes over a journal that exists: a mistyped path must not
+	// start a new one (and a new world) and report "no saga was left open".
+	switch ok, err := wal.Present(nil, *dir); {
+	case err != nil:
+		return cli.Exit(2, "no journal to recover: %v", err)
+	case !ok:
+		return cli.Exit(2, "no journal to recover: %s holds no journal segment (*.wal)", *dir)
+	}
+	if _, err := os.Stat(*world); err != nil {
+		return cli.Exit(2, "the world to recover into: %v", err)
+	}
 	a, err := simarm.Open(*world, nil)
 	if err != nil {
 		return err
