@@ -43,6 +43,11 @@ type Options struct {
 	// Progress, if set, is called as crash recovery moves on
 	// (supervisor.Options.Progress).
 	Progress func()
+	// AcceptJournalLoss starts on a journal that lost records its anchor
+	// vouches for (wal.Options.AcceptLoss): the operator's explicit
+	// decision (run --accept-journal-loss). The start is then halted, the
+	// halt's reason journaling the loss, until an operator resets.
+	AcceptJournalLoss bool
 }
 
 // Daemon is a running supervisor with everything around it.
@@ -122,6 +127,7 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}
 	d.Built.Options.Publisher = pub
 	d.Built.Options.Progress = opt.Progress
+	d.Built.Options.WAL.AcceptLoss = opt.AcceptJournalLoss
 	// The broker link is a safety input: while either connection is down
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.

@@ -115,6 +115,13 @@ func Open(opt Options) (_ *Result, err error) {
 		return nil, fmt.Errorf("recovery: reconciling with the actuators: %w", err)
 	}
 	var haltWhy []string
+	if l := res.Opened.LossAccepted; l != nil {
+		// The operator let the journal go on without records it had made
+		// durable (wal.Options.AcceptLoss). What they did is unknown: no
+		// open saga may be compensated on this belief. The halt's record
+		// journals the acceptance.
+		haltWhy = append(haltWhy, fmt.Sprintf("journal records lost and the loss accepted by the operator (%s); what they recorded is unknown: check the robot, then reset", l.Reason))
+	}
 	if len(res.Mismatches) > 0 {
 		var found []string
 		for _, m := range res.Mismatches {

@@ -133,6 +133,23 @@
 // order (a later page without an earlier one) look like corruption and are
 // refused: the journal prefers asking an operator (TruncateAt) to guessing.
 //
+// # The anchor
+//
+// DIR/ANCHOR (64 bytes, see anchor.go) names a durable record: its seq and
+// hash. It is replaced atomically at every rollover, every
+// Options.AnchorEvery while records are written, and at Close, and never
+// names a record before it is durable. After the walk above, Open checks
+// the segments against it: if the journal ends before the anchor's record,
+// or that record's hash differs, or the anchor does not decode, durable
+// records are gone (a deleted segment, an older or another copy of the
+// journal) and Open fails with a *LossError (errors.Is ErrLost), before
+// cutting anything — so a record the anchor names is never cut as a torn
+// tail. Options.AcceptLoss opens it anyway, reports the loss in
+// OpenReport().LossAccepted and moves the anchor back to the journal's
+// end. A journal without an anchor (new, or written before anchors) is
+// checked by its segments alone.
+//
 // Verify runs the same checks read-only; Scan streams records with the
-// same checks; TruncateAt is the operator's explicit cut.
+// same checks; TruncateAt is the operator's explicit cut (it moves the
+// anchor back first).
 package wal

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"crypto/sha256"
+	"errors"
 	"hash"
 	"os"
 	"path/filepath"
@@ -20,6 +21,9 @@ type OpenReport struct {
 	LastHash [32]byte // its hash (GenesisHash() for an empty journal)
 	// TailCut describes the torn tail Open cut off, nil if there was none.
 	TailCut *TailCut
+	// LossAccepted is the loss Open found and went past because of
+	// Options.AcceptLoss; nil if nothing was lost. The caller journals it.
+	LossAccepted *LossError
 }
 
 // Log is an open journal. Append, Enqueue, Sync, LastSeq and Err may be
@@ -42,13 +46,14 @@ type Log struct {
 
 	nextSeq    uint64
 	prevHash   [32]byte
-	segOff     int64  // where the next frame goes, in the segment that will hold it
-	segCap     int64  // size of that segment
-	pend       *batch // records enqueued and not yet taken by the writer
-	spare      *batch // the other batch, when not in flight
-	inflight   *batch // batch being written, nil when the writer is idle
-	durable    uint64 // every seq <= durable is on disk and fdatasynced
-	fatal      error  // sticky *FatalError
+	segOff     int64    // where the next frame goes, in the segment that will hold it
+	segCap     int64    // size of that segment
+	pend       *batch   // records enqueued and not yet taken by the writer
+	spare      *batch   // the other batch, when not in flight
+	inflight   *batch   // batch being written, nil when the writer is idle
+	durable    uint64   // every seq <= durable is on disk and fdatasynced
+	durableH   [32]byte // the hash of record durable
+	fatal      error    // sticky *FatalError
 	closing    bool
 	writing    bool // a batch is being written (by the writer or a lone Append)
 	writerIdle bool // the writer goroutine is parked on workCond
@@ -82,6 +87,13 @@ type Log struct {
 	flushTimer *time.Timer
 	flushDelay time.Duration
 	flushArmed bool
+
+	// The anchor (anchor.go): anchorMu serialises its writes (the
+	// anchorer goroutine, a rollover, Close); anchored is the seq it names.
+	anchorMu   sync.Mutex
+	anchored   uint64
+	anchorStop chan struct{} // nil without an anchorer goroutine
+	anchorDone chan struct{}
 
 	onBatch BatchObserver // Options.OnBatch
 	// deterministic: Options.Deterministic (a lone caller always writes
@@ -125,12 +137,25 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 	if err := tightenPerms(fsys, dir); err != nil {
 		return nil, err
 	}
-	res, err := walk(fsys, dir, walkOpts{from: 1})
+	anc, aerr := readAnchor(fsys, dir)
+	var dmg *anchorDamage
+	if aerr != nil && !errors.As(aerr, &dmg) {
+		return nil, aerr
+	}
+	wo := walkOpts{from: 1}
+	if anc != nil {
+		wo.hashAt = anc.seq
+	}
+	res, err := walk(fsys, dir, wo)
 	if err != nil {
 		return nil, err
 	}
 	if res.corrupt != nil {
 		return nil, res.corrupt
+	}
+	loss := checkAnchor(anc, aerr, res, res.hashAt)
+	if loss != nil && !opt.AcceptLoss {
+		return nil, loss
 	}
 	l := &Log{
 		dir:      dir,
@@ -141,6 +166,7 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 		nextSeq:  res.lastSeq + 1,
 		prevHash: res.lastHash,
 		durable:  res.lastSeq,
+		durableH: res.lastHash,
 		hdrBuf:   make([]byte, segHeaderSize),
 		done:     make(chan struct{}),
 		sha:      sha256.New(),
@@ -150,6 +176,9 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 			LastSeq:  res.lastSeq,
 			LastHash: res.lastHash,
 		},
+	}
+	if loss == nil && anc != nil {
+		l.anchored = anc.seq
 	}
 	if res.torn != nil {
 		cut, err := cutSegment(fsys, dir, res.torn.Segment, res.torn.Offset, res.torn.Reason)
@@ -190,7 +219,22 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 	l.flushTimer = time.AfterFunc(time.Hour, l.flushLazy)
 	l.flushTimer.Stop()
 	l.prep = newPreparer(fsys, dir, l.segSize, opt.Deterministic)
+	if loss != nil {
+		// Accepted: from here on the journal is what is left. The anchor
+		// moves back to its end, before anything new is written.
+		l.report.LossAccepted = loss
+		if err := writeAnchor(fsys, dir, anchor{seq: l.durable, hash: l.durableH}); err != nil {
+			l.prep.stop()
+			l.cur.Close()
+			return nil, err
+		}
+		l.anchored = l.durable
+	}
 	l.maybePrepare(l.segOff)
+	if !opt.Deterministic && opt.AnchorEvery > 0 {
+		l.anchorStop, l.anchorDone = make(chan struct{}), make(chan struct{})
+		go l.anchorer(opt.AnchorEvery)
+	}
 	go l.writer()
 	if l.deterministic {
 		// Let the writer park before the first record: one that woke late
@@ -270,6 +314,9 @@ type Stats struct {
 	Records   uint64 // records written and synced
 	Bytes     uint64 // frame bytes written (headers of new segments excluded)
 	Rollovers uint64 // new segments started
+	// AnchorFailures counts anchor writes that failed (the anchor then
+	// stays where it was: it protects less, and nothing is wrong).
+	AnchorFailures uint64
 }
 
 // Stats returns the counters; Records/Batches is the group-commit factor.
@@ -304,6 +351,16 @@ func (l *Log) Close() error {
 
 	<-l.done // the writer flushes the pending batch before it exits
 	l.flushTimer.Stop()
+	if l.anchorStop != nil {
+		close(l.anchorStop)
+		<-l.anchorDone
+	}
+	l.mu.Lock()
+	last, failed := anchor{seq: l.durable, hash: l.durableH}, l.fatal != nil
+	l.mu.Unlock()
+	if !failed {
+		l.anchorTo(last) // everything written is durable: the anchor follows
+	}
 	l.prep.stop()
 	err := l.cur.Close()
 	// Last: every file is closed, so the next owner finds the journal

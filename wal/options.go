@@ -42,6 +42,18 @@ type Options struct {
 	// journal's latency and group-commit factor, for metrics. An interface
 	// rather than a func so that Options stay comparable.
 	OnBatch BatchObserver
+	// AnchorEvery is how often, while records are written, the anchor is
+	// moved to the newest durable record (see anchor.go): records older
+	// than that are protected against deletion and replacement. 0 means
+	// DefaultAnchorEvery (1 s); negative, only at rollovers and Close (so
+	// always with Deterministic).
+	AnchorEvery time.Duration
+	// AcceptLoss lets Open proceed on a journal that lost records its
+	// anchor vouches for (a *LossError otherwise): the operator has seen
+	// what is gone and decided to go on. Open then reports the loss in
+	// OpenReport().LossAccepted, for the caller to journal, and moves the
+	// anchor to where the journal now ends.
+	AcceptLoss bool
 }
 
 // BatchObserver is told of every durable batch (Options.OnBatch).
@@ -74,6 +86,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FlushDelay < 0 {
 		return o, fmt.Errorf("wal: negative FlushDelay %v", o.FlushDelay)
+	}
+	if o.AnchorEvery == 0 {
+		o.AnchorEvery = DefaultAnchorEvery
 	}
 	if o.FlushDelay == 0 {
 		o.FlushDelay = DefaultFlushDelay

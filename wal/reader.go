@@ -176,6 +176,7 @@ type walkResult struct {
 
 	corrupt *CorruptionError // set: the journal must not be opened
 	torn    *TailCut         // set: bytes to cut at (segs[seg], off)
+	hashAt  *[32]byte        // the hash of record opts.hashAt, if the walk verified it
 }
 
 // walkOpts controls a walk.
@@ -185,6 +186,7 @@ type walkOpts struct {
 	// it has been verified (used by TruncateAt).
 	stopBefore uint64
 	fn         func(Record) error // may be nil
+	hashAt     uint64             // non-zero: keep this record's hash (walkResult.hashAt), to check the anchor
 }
 
 // walker carries the state of one pass over the journal.
@@ -299,6 +301,10 @@ func (w *walker) segment(f File, i, start int) (done bool, err error) {
 		}
 		res.records++
 		res.lastSeq, res.lastHash = rec.Seq, rec.Hash
+		if rec.Seq == w.opts.hashAt {
+			h := rec.Hash
+			res.hashAt = &h
+		}
 		off += int64(len(fb))
 		res.off = off
 		if w.opts.fn != nil && rec.Seq >= w.opts.from {

@@ -145,6 +145,12 @@ func TruncateAt(dir string, opt Options, seq uint64) (err error) {
 	if res.lastSeq+1 < seq {
 		return fmt.Errorf("wal: TruncateAt(%d): the journal ends at seq %d", seq, res.lastSeq)
 	}
+	// The operator cuts the journal here: the anchor moves back first, so
+	// that neither the cut nor a crash half-way through it is taken for a
+	// loss by the next Open (the records it keeps are verified above).
+	if err := writeAnchor(fsys, dir, anchor{seq: res.lastSeq, hash: res.lastHash}); err != nil {
+		return err
+	}
 	// Everything after the cut point goes: first whole later segments (or
 	// all of them if even the first header is bad), then the tail of the
 	// segment holding the cut point.

@@ -1,5 +1,7 @@
 package wal
 
+import "errors"
+
 // VerifyReport is what Verify found.
 type VerifyReport struct {
 	Records  uint64   // valid records (all of them, from seq 1)
@@ -11,10 +13,15 @@ type VerifyReport struct {
 	// TornTail is set when the journal ends in a torn tail (Open would cut
 	// it). BrokenFile is empty: Verify writes nothing.
 	TornTail *TailCut
+	// Lost is set when records the anchor vouches for are missing or
+	// differ, or the anchor is damaged (Open would refuse the journal
+	// unless told to accept the loss).
+	Lost *LossError
 }
 
-// OK reports whether the journal is clean: no corruption and no torn tail.
-func (r VerifyReport) OK() bool { return r.Broken == nil && r.TornTail == nil }
+// OK reports whether the journal is clean: no corruption, no torn tail and
+// nothing lost.
+func (r VerifyReport) OK() bool { return r.Broken == nil && r.TornTail == nil && r.Lost == nil }
 
 // Verify checks the whole journal in dir without changing anything: every
 // segment header, frame CRC, sequence number and hash link. Damage is
@@ -25,16 +32,29 @@ func Verify(dir string, opt Options) (VerifyReport, error) {
 	if err != nil {
 		return VerifyReport{}, err
 	}
-	res, err := walk(opt.FS, dir, walkOpts{from: 1})
+	anc, aerr := readAnchor(opt.FS, dir)
+	var dmg *anchorDamage
+	if aerr != nil && !errors.As(aerr, &dmg) {
+		return VerifyReport{}, aerr
+	}
+	wo := walkOpts{from: 1}
+	if anc != nil {
+		wo.hashAt = anc.seq
+	}
+	res, err := walk(opt.FS, dir, wo)
 	if err != nil {
 		return VerifyReport{}, err
 	}
-	return VerifyReport{
+	rep := VerifyReport{
 		Records:  res.records,
 		Segments: res.segments,
 		LastSeq:  res.lastSeq,
 		LastHash: res.lastHash,
 		Broken:   res.corrupt,
 		TornTail: res.torn,
-	}, nil
+	}
+	if res.corrupt == nil {
+		rep.Lost = checkAnchor(anc, aerr, res, res.hashAt)
+	}
+	return rep, nil
 }

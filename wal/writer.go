@@ -27,9 +27,10 @@ const (
 // the steady state allocates nothing.
 type batch struct {
 	buf   []byte
-	off   int64  // offset in the writer's current segment for buf[0]
-	rolls []roll // segments that start inside buf
-	last  uint64 // seq of the last record in buf
+	off   int64    // offset in the writer's current segment for buf[0]
+	rolls []roll   // segments that start inside buf
+	last  uint64   // seq of the last record in buf
+	lastH [32]byte // its hash
 	// ready counts Append/Sync callers waiting on this batch. Written
 	// under l.mu; gather reads it without the lock.
 	ready atomic.Int32
@@ -54,7 +55,7 @@ type roll struct {
 func newBatch() *batch { return &batch{buf: make([]byte, 0, 4<<10)} }
 
 func (b *batch) reset() {
-	b.buf, b.rolls, b.last, b.done = b.buf[:0], b.rolls[:0], 0, nil
+	b.buf, b.rolls, b.last, b.lastH, b.done = b.buf[:0], b.rolls[:0], 0, [32]byte{}, nil
 	b.ready.Store(0)
 }
 
@@ -214,7 +215,7 @@ func (l *Log) enqueueLocked(typ uint8, payload []byte) (uint64, error) {
 	b.buf, l.prevHash = appendFrame(b.buf, l.sha, &l.prevHash, seq, typ, payload)
 	l.nextSeq++
 	l.segOff += flen
-	b.last = seq
+	b.last, b.lastH = seq, l.prevHash
 	return seq, nil
 }
 
@@ -308,6 +309,12 @@ func (l *Log) writeLocked() {
 		// previous batch's last seq here.
 		l.onBatch.ObserveBatch(int(b.last-l.durableSeq.Load()), len(b.buf), took)
 	}
+	if err == nil && len(b.rolls) > 0 {
+		// A new segment: the anchor moves into it at once, so that losing
+		// the newest segment can never go unnoticed. (Rare: a rollover
+		// per SegmentSize of records.)
+		l.anchorTo(anchor{seq: b.last, hash: b.lastH})
+	}
 	l.mu.Lock()
 	l.lastWrite = took
 	l.inflight = nil
@@ -326,7 +333,7 @@ func (l *Log) writeLocked() {
 	l.stats.Records += b.last - l.durable
 	l.stats.Bytes += uint64(len(b.buf))
 	l.stats.Rollovers += uint64(len(b.rolls))
-	l.durable = b.last
+	l.durable, l.durableH = b.last, b.lastH
 	l.durableSeq.Store(b.last)
 	l.lastReleased = int(b.ready.Load())
 	b.release()

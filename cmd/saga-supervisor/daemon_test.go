@@ -86,6 +86,7 @@ type daemonProc struct {
 	t       *testing.T
 	cfgPath string
 	http    string
+	args    []string // more flags for run
 	cmd     *exec.Cmd
 	out     *syncBuffer
 }
@@ -132,7 +133,7 @@ func writeDaemonConfig(t *testing.T, dir, broker, httpAddr string) string {
 func (d *daemonProc) start() {
 	d.t.Helper()
 	d.out = &syncBuffer{}
-	d.cmd = exec.Command(binary, "run", "--config", d.cfgPath)
+	d.cmd = exec.Command(binary, append([]string{"run", "--config", d.cfgPath}, d.args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)

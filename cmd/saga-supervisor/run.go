@@ -26,6 +26,7 @@ func runRun(args []string, w io.Writer) error {
 	fs := cli.NewFlags("run")
 	cfgPath := fs.String("config", "", "configuration file (default: the embedded default — sim arm, in-process broker)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	acceptLoss := fs.Bool("accept-journal-loss", false, "start on a journal that lost durable records (verify says LOST): the loss is journaled and the supervisor starts halted until an operator resets. Only after looking at the journal and the robot")
 	if err := fs.Parse(args); err != nil {
 		return cli.Exit(2, "%v", err)
 	}
@@ -53,7 +54,7 @@ func runRun(args []string, w io.Writer) error {
 	// makes progress, and only then.
 	var progress atomic.Uint64
 	stopExtend := systemd.Extend(systemd.Socket, 2*time.Second, 10*time.Second, progress.Load)
-	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }})
+	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }, AcceptJournalLoss: *acceptLoss})
 	stopExtend()
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -28,6 +30,13 @@ func Certify(args []string, w io.Writer) error {
 	if broken != nil {
 		fails = append(fails, fmt.Sprintf("journal broken at record seq %d (%s)", broken.Seq, broken.Reason))
 	}
+	if rep.Lost != nil {
+		fails = append(fails, "durable records lost: "+rep.Lost.Reason)
+	}
+	notes, err := tailNotes(dir, rep)
+	if err != nil {
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
+	}
 	h, herr := ReadHistory(dir)
 	var ce *wal.CorruptionError
 	if herr != nil && !errors.As(herr, &ce) {
@@ -45,6 +54,9 @@ func Certify(args []string, w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "%d records, %d sagas: %d committed, %d unwound clean\n", rep.Records, len(h.Sagas), committed, clean)
+	for _, n := range notes {
+		fmt.Fprintln(w, "note:", n)
+	}
 	if len(fails) > 0 {
 		for _, f := range fails {
 			fmt.Fprintln(w, "FAIL:", f)
@@ -86,4 +98,32 @@ func Guarantees(args []string, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rollback.Promises())
+}
+
+// tailNotes states every tail cut from the journal: the torn tail a start
+// would cut now, and every cut already made, kept in a .broken file. A cut
+// holds no acknowledged record (a record the anchor vouches for is never
+// cut: that is a loss), but an auditor must hear of it.
+func tailNotes(dir string, rep wal.VerifyReport) ([]string, error) {
+	var notes []string
+	if t := rep.TornTail; t != nil {
+		notes = append(notes, fmt.Sprintf("a torn tail of %d bytes at %s offset %d, after record seq %d (%s): never acknowledged; the next start cuts it and keeps the bytes",
+			t.Bytes, t.Segment, t.Offset, rep.LastSeq, t.Reason))
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !strings.Contains(e.Name(), ".broken") || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		seg, _, _ := strings.Cut(e.Name(), ".broken")
+		notes = append(notes, fmt.Sprintf("%d bytes were cut from %s earlier and are kept in %s", info.Size(), seg, e.Name()))
+	}
+	return notes, nil
 }

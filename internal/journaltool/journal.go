@@ -75,6 +75,11 @@ func Verify(args []string, w io.Writer) error {
 		fmt.Fprintln(w, "The supervisor will refuse to start on this journal. Keep a copy; only an operator truncates it.")
 		return &cli.ExitError{Code: 1, Err: errors.New("journal broken")}
 	}
+	if l := rep.Lost; l != nil {
+		fmt.Fprintf(w, "LOST: %d records in %d segments verified, last seq %d, but %s\n", rep.Records, rep.Segments, rep.LastSeq, l.Reason)
+		fmt.Fprintln(w, "The supervisor will refuse to start on this journal until an operator accepts the loss (run --accept-journal-loss). Keep a copy.")
+		return &cli.ExitError{Code: 1, Err: errors.New("journal records lost")}
+	}
 	fmt.Fprintf(w, "OK: %d records in %d segments, chain intact, last seq %d, head %x\n",
 		rep.Records, rep.Segments, rep.LastSeq, rep.LastHash[:8])
 	if t := rep.TornTail; t != nil {

@@ -1,0 +1,228 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The anchor is a small file beside the segments naming a record the
+// journal is known to have made durable: its seq and hash. Segments prove
+// what they hold, but not that nothing after them existed: the newest
+// segment deleted, every segment deleted, or an older copy of the journal
+// put back all left a journal that verified clean, with durable records
+// gone. Open and Verify check the segments against the anchor.
+//
+// The anchor is rewritten atomically (ANCHOR.tmp, fdatasync, rename,
+// directory fsync) and never names a record before it is durable: at every
+// rollover (a record of the new segment), every AnchorEvery while records
+// are written (by a goroutine of its own, off the append path), and at
+// Close. So what it protects is every record older than the last anchor
+// write: a crash loses nothing it names, and the newest second or so of
+// records is protected only by the segments themselves, as before.
+//
+// Layout (little endian, 64 bytes, like a segment header):
+//
+//	off 0   magic     [8]byte "SAGAANCH"
+//	off 8   version   uint32  1
+//	off 12  size      uint32  64
+//	off 16  seq       uint64  a durable record (0: none yet)
+//	off 24  hash      [32]byte its hash (GenesisHash() for seq 0)
+//	off 56  crc32c    uint32  over bytes [0, 56)
+//	off 60  zero      [4]byte must be zero
+const (
+	anchorName    = "ANCHOR"
+	anchorSize    = 64
+	anchorMagic   = "SAGAANCH"
+	anchorVersion = 1
+)
+
+// DefaultAnchorEvery is the default Options.AnchorEvery.
+const DefaultAnchorEvery = time.Second
+
+// ErrLost is matched (errors.Is) by a *LossError.
+var ErrLost = errors.New("wal: durable records lost")
+
+// LossError reports that records the anchor says were durable are not in
+// the journal, or differ: segments deleted, an older or another copy of the
+// journal put in place, or the anchor itself damaged (then whether records
+// were lost cannot be told). Open refuses such a journal unless
+// Options.AcceptLoss, an operator's explicit decision.
+type LossError struct {
+	AnchorSeq uint64 // the record the anchor names (0 if the anchor is damaged)
+	LastSeq   uint64 // the last record the segments hold
+	Reason    string
+}
+
+func (e *LossError) Error() string {
+	return fmt.Sprintf("wal: durable records lost: %s", e.Reason)
+}
+
+// Is makes errors.Is(err, ErrLost) true.
+func (e *LossError) Is(target error) bool { return target == ErrLost }
+
+type anchor struct {
+	seq  uint64
+	hash [32]byte
+}
+
+func (a anchor) encode() []byte {
+	b := make([]byte, anchorSize)
+	copy(b, anchorMagic)
+	binary.LittleEndian.PutUint32(b[8:], anchorVersion)
+	binary.LittleEndian.PutUint32(b[12:], anchorSize)
+	binary.LittleEndian.PutUint64(b[16:], a.seq)
+	copy(b[24:56], a.hash[:])
+	binary.LittleEndian.PutUint32(b[56:], crc32.Checksum(b[:56], castagnoli))
+	return b
+}
+
+func decodeAnchor(b []byte) (anchor, error) {
+	switch {
+	case len(b) != anchorSize:
+		return anchor{}, fmt.Errorf("%d bytes, want %d", len(b), anchorSize)
+	case crc32.Checksum(b[:56], castagnoli) != binary.LittleEndian.Uint32(b[56:]):
+		return anchor{}, errors.New("CRC32C mismatch")
+	case string(b[:8]) != anchorMagic:
+		return anchor{}, fmt.Errorf("bad magic %q", b[:8])
+	case binary.LittleEndian.Uint32(b[8:]) != anchorVersion:
+		return anchor{}, fmt.Errorf("unsupported version %d", binary.LittleEndian.Uint32(b[8:]))
+	case binary.LittleEndian.Uint32(b[12:]) != anchorSize:
+		return anchor{}, fmt.Errorf("unsupported size %d", binary.LittleEndian.Uint32(b[12:]))
+	case b[60]|b[61]|b[62]|b[63] != 0:
+		return anchor{}, fmt.Errorf("bytes 60-63 are % x, not zero", b[60:64])
+	}
+	a := anchor{seq: binary.LittleEndian.Uint64(b[16:])}
+	copy(a.hash[:], b[24:56])
+	return a, nil
+}
+
+// readAnchor reads dir's anchor: nil without error if there is none (a new
+// journal, or one written before anchors), an error wrapping the damage if
+// it does not decode.
+func readAnchor(fsys FS, dir string) (*anchor, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, anchorName), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size > anchorSize {
+		size = anchorSize + 1 // too long: decode says so
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	a, err := decodeAnchor(b)
+	if err != nil {
+		return nil, &anchorDamage{err}
+	}
+	return &a, nil
+}
+
+// anchorDamage is an anchor file that does not decode.
+type anchorDamage struct{ err error }
+
+func (e *anchorDamage) Error() string { return "the anchor file is damaged: " + e.err.Error() }
+
+// writeAnchor replaces dir's anchor with a, atomically.
+func writeAnchor(fsys FS, dir string, a anchor) error {
+	tmp := filepath.Join(dir, anchorName+tmpExt)
+	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(a.encode(), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, filepath.Join(dir, anchorName))
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return fmt.Errorf("wal: writing the anchor: %w", err)
+	}
+	return nil
+}
+
+// checkAnchor compares the segments (walked into res, hashAt being the
+// hash of record a.seq if the walk passed it) with the anchor read from the
+// directory; nil if they agree or there is no anchor.
+func checkAnchor(a *anchor, aerr error, res walkResult, hashAt *[32]byte) *LossError {
+	var dmg *anchorDamage
+	switch {
+	case errors.As(aerr, &dmg):
+		return &LossError{LastSeq: res.lastSeq, Reason: dmg.Error() + ": whether durable records were lost cannot be told"}
+	case a == nil:
+		return nil
+	case a.seq > res.lastSeq:
+		what := fmt.Sprintf("records %d to %d at least", res.lastSeq+1, a.seq)
+		if a.seq == res.lastSeq+1 {
+			what = fmt.Sprintf("record %d at least", a.seq)
+		}
+		return &LossError{AnchorSeq: a.seq, LastSeq: res.lastSeq,
+			Reason: fmt.Sprintf("the anchor says record %d was durable, but the journal ends at record %d: %s are gone (a segment deleted, or an older copy of the journal)", a.seq, res.lastSeq, what)}
+	case hashAt != nil && *hashAt != a.hash:
+		return &LossError{AnchorSeq: a.seq, LastSeq: res.lastSeq,
+			Reason: fmt.Sprintf("record %d is not the one the anchor names (its hash differs): another or an older copy of the journal", a.seq)}
+	}
+	return nil
+}
+
+// anchorer moves the anchor to the newest durable record every interval
+// while records are written, off the append path.
+func (l *Log) anchorer(every time.Duration) {
+	defer close(l.anchorDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.anchorStop:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		a, failed := anchor{seq: l.durable, hash: l.durableH}, l.fatal != nil
+		l.mu.Unlock()
+		if !failed {
+			l.anchorTo(a)
+		}
+	}
+}
+
+// anchorTo moves the anchor forward to the durable record a. A failure is
+// counted (Stats.AnchorFailures), not fatal: the old anchor still names a
+// durable record, so it only protects less.
+func (l *Log) anchorTo(a anchor) {
+	l.anchorMu.Lock()
+	defer l.anchorMu.Unlock()
+	if a.seq <= l.anchored {
+		return
+	}
+	if err := writeAnchor(l.fsys, l.dir, a); err != nil {
+		l.mu.Lock()
+		l.stats.AnchorFailures++
+		l.mu.Unlock()
+		return
+	}
+	l.anchored = a.seq
+}
