@@ -127,8 +127,8 @@ func Open(opt Options) (_ *Result, err error) {
 		for _, m := range res.Mismatches {
 			found = append(found, m.String())
 		}
-		haltWhy = append(haltWhy, "at start the actuators differ from the journal ("+strings.Join(found, "; ")+
-			"): adopted as found; check the robot, then reset")
+		haltWhy = append(haltWhy, "at start the actuators do not read back as the journal says ("+strings.Join(found, "; ")+
+			"): what was read is adopted; check the robot, then reset")
 	}
 	if opt.HaltFirst != nil {
 		if why := opt.HaltFirst(); why != "" {

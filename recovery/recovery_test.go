@@ -1,6 +1,7 @@
 package recovery_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -369,5 +370,80 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// lateServo is a sim servo whose read-back fails until a moment has
+// passed: a serial board right after a restart, before its first report
+// (drivers/serial: CodeStale, "no report from the MCU yet").
+type lateServo struct {
+	*sim.Servo
+	until time.Time // zero: never readable
+}
+
+func (s *lateServo) ReadBack(ctx context.Context) (float64, error) {
+	if s.until.IsZero() || time.Now().Before(s.until) {
+		return 0, errors.New("no report from the MCU yet in this session")
+	}
+	return s.Servo.ReadBack(ctx)
+}
+
+// Reconcile waits for a board's first report, and a board that never
+// reports counts as a mismatch: the start halts. The soak found the first
+// read failing (the board had not reported yet), and recovery, taking the
+// journal's word, unwound open sagas from where the board's watchdog no
+// longer had the actuators (issue 13).
+func TestReconcileWaitsForTheFirstReport(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		until    func() time.Time
+		wantHalt string
+	}{
+		{"reports after 300 ms", func() time.Time { return time.Now().Add(300 * time.Millisecond) }, "elbow reads 0, the journal says 60"},
+		{"never reports", func() time.Time { return time.Time{} }, "elbow cannot be read back (no report from the MCU yet in this session), the journal says 60"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := sim.NewMemoryWorld()
+			defer w.Close()
+			elbow := &lateServo{Servo: w.Servo("elbow", 0, 0), until: time.Now()}
+			opts := func() recovery.Options {
+				reg, err := actuators.NewRegistry(
+					&actuators.Actuator{Name: "elbow", Kind: actuators.Servo, Limits: limits.Spec{Min: -90, Max: 90}, Driver: elbow},
+				)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return recovery.Options{Dir: dir, Engine: rollback.Config{Actuators: reg}}
+			}
+			res, err := recovery.Open(opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := rollback.Owner{Agent: "a", Lease: "a", Epoch: 1}
+			saga, _ := res.Engine.Begin(o)
+			if _, err := res.Engine.Step(saga, o, rollback.Command{ID: "1", Actuator: "elbow", Value: 60}); err != nil {
+				t.Fatal(err)
+			}
+			res.Close() // the saga stays open: a crash
+			// The board's watchdog parks the elbow at 0, and the restarted
+			// board has not reported yet.
+			if err := w.Servo("elbow", 0, 0).Set(context.Background(), 0); err != nil {
+				t.Fatal(err)
+			}
+			elbow.until = tt.until()
+			res, err = recovery.Open(opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Close()
+			h, why := res.Engine.Halted()
+			if !h || !strings.Contains(why, tt.wantHalt) {
+				t.Fatalf("after the restart: halted %v (%q), want a halt naming %q", h, why, tt.wantHalt)
+			}
+			if got := w.Snapshot()["elbow"].Commanded; got != 0 {
+				t.Fatalf("recovery moved the elbow to %g; the board had it at 0 and nothing may move before an operator looks", got)
+			}
+		})
 	}
 }

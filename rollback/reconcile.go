@@ -18,19 +18,32 @@ const (
 	reconcileTolerance = 1e-3
 	reconcileSettle    = time.Second
 	reconcileEvery     = 50 * time.Millisecond
+	// reconcileReadWait bounds, for all actuators together, how long a
+	// read-back that fails is tried again: a board whose link is still
+	// starting has sent no report yet (a serial MCU's first TELEMETRY
+	// comes a period after its HELLO).
+	reconcileReadWait = 3 * time.Second
 )
 
 // Mismatch is an actuator found at start elsewhere than the journal says:
 // its device was moved while the journal could not record it (a halt's
 // safe moves after the disk filled, a hand on the hardware, another
 // program).
+//
+// Or one that reports its position but could not be read at start
+// (Unreadable): where it is cannot be confirmed, so it counts as a
+// mismatch too, and nothing is adopted for it.
 type Mismatch struct {
-	Actuator string
-	Journal  float64 // where the journal says it is
-	Found    float64 // where it reads back
+	Actuator   string
+	Journal    float64 // where the journal says it is
+	Found      float64 // where it reads back
+	Unreadable string  // why it could not be read back; "" when it was
 }
 
 func (m Mismatch) String() string {
+	if m.Unreadable != "" {
+		return fmt.Sprintf("%s cannot be read back (%s), the journal says %g", m.Actuator, m.Unreadable, m.Journal)
+	}
 	return fmt.Sprintf("%s reads %g, the journal says %g", m.Actuator, m.Found, m.Journal)
 }
 
@@ -43,11 +56,17 @@ func (m Mismatch) String() string {
 // OBSERVED record is journaled and the engine believes the world, so no
 // later unwind drives it to a prior the journal never saw it leave. The
 // caller then halts (an operator must look before anything moves under a
-// belief the journal got wrong). An actuator that cannot be read, or is not
-// driven (ErrNoReading: detached, or never commanded), is left as the
-// journal says.
+// belief the journal got wrong). An actuator that is not driven
+// (ErrNoReading: detached, or never commanded) is left as the journal
+// says. One whose read-back fails otherwise is read again, up to
+// reconcileReadWait for all together, and then reported Unreadable: the
+// caller halts for it too. (It was left as the journal said: a serial
+// board read before its first report after a restart made every read fail,
+// and recovery unwound open sagas from where the journal thought the
+// actuators were, while the board's watchdog had parked them elsewhere.)
 func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 	var out []Mismatch
+	readDeadline := time.Now().Add(reconcileReadWait)
 	for _, name := range e.cfg.Actuators.Names() {
 		a := e.cfg.Actuators.Get(name)
 		rb, ok := a.Driver.(actuators.ReadBacker)
@@ -75,19 +94,25 @@ func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 			return false
 		}
 		var found float64
+		var readErr error
 		settled := false
 		deadline := time.Now().Add(reconcileSettle)
 		for {
 			rctx, cancel := context.WithTimeout(ctx, a.DriverTimeout())
 			v, err := rb.ReadBack(rctx)
 			cancel()
-			if err != nil {
-				if !errors.Is(err, actuators.ErrNoReading) {
-					e.log.Warn("reconcile: cannot read back; the journal's value stands", "actuator", name, "err", err)
-				}
-				settled = true // nothing to compare
+			if errors.Is(err, actuators.ErrNoReading) {
+				settled = true // not driven: nothing to compare
 				break
 			}
+			if err != nil {
+				if readErr = err; time.Now().After(readDeadline) || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(reconcileEvery)
+				continue
+			}
+			readErr = nil
 			if found = v; agrees(v) {
 				settled = true
 				break
@@ -98,6 +123,11 @@ func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 			time.Sleep(reconcileEvery)
 		}
 		if settled {
+			continue
+		}
+		if readErr != nil {
+			e.log.Warn("reconcile: cannot read back at start: where it is cannot be confirmed", "actuator", name, "err", readErr)
+			out = append(out, Mismatch{Actuator: name, Journal: want[0], Unreadable: readErr.Error()})
 			continue
 		}
 		m := Mismatch{Actuator: name, Journal: want[0], Found: found}
