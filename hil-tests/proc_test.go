@@ -22,6 +22,9 @@ type proc struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{} // closed when the process has exited and been reaped
+	// quiet: its output is kept elsewhere (the soak's evidence), so a
+	// failed test does not log it.
+	quiet bool
 }
 
 // syncBuffer is an output buffer written by a child process's pipes and
@@ -87,7 +90,7 @@ func startProc(t *testing.T, name, dir string, env []string, stdin io.Reader, ar
 	}()
 	t.Cleanup(func() {
 		p.kill(syscall.SIGKILL)
-		if t.Failed() {
+		if t.Failed() && !p.quiet {
 			t.Logf("--- %s output (last 6000 bytes):\n%s", name, tail(p.out.String(), 6000))
 		}
 	})

@@ -62,13 +62,13 @@ func newJournalDisk(t *testing.T, dir string) *journalDisk {
 		return d
 	}
 	d.noEIO = fmt.Sprintf("cannot fail a file system here (ext4 on a loop device: %v)", ext4)
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", journalDiskSize), "tmpfs", d.mnt).CombinedOutput()
+	err := command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", journalDiskSize), "tmpfs", d.mnt)
 	if err == nil {
 		d.kind = "tmpfs"
 		t.Cleanup(func() { exec.Command("umount", "-l", d.mnt).Run() })
 		return d
 	}
-	d.noENOSPC = fmt.Sprintf("cannot mount a small file system to fill (tmpfs: %v: %s)", err, strings.TrimSpace(string(out)))
+	d.noENOSPC = fmt.Sprintf("cannot mount a small file system to fill (%v)", err)
 	d.kind, d.mnt = "directory", dir
 	return d
 }
@@ -85,8 +85,8 @@ func (d *journalDisk) mountExt4(dir string) error {
 	if err != nil {
 		return err
 	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-E", "nodiscard", d.image).CombinedOutput(); err != nil {
-		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	if err := command("mkfs.ext4", "-q", "-F", "-E", "nodiscard", d.image); err != nil {
+		return err
 	}
 	if err := d.mount(); err != nil {
 		return err
@@ -119,11 +119,18 @@ func (d *journalDisk) probeShutdown() error {
 	return os.Remove(probe)
 }
 
-func (d *journalDisk) mount() error {
-	if out, err := exec.Command("mount", "-o", "loop", d.image, d.mnt).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount -o loop: %v: %s", err, strings.TrimSpace(string(out)))
+func (d *journalDisk) mount() error { return command("mount", "-o", "loop", d.image, d.mnt) }
+
+// command runs a program, its output in the error.
+func command(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err == nil {
+		return nil
 	}
-	return nil
+	if o := strings.TrimSpace(string(out)); o != "" {
+		return fmt.Errorf("%s: %w: %s", name, err, o)
+	}
+	return fmt.Errorf("%s: %w", name, err)
 }
 
 // JournalDir is the journal's directory on the disk.
@@ -190,12 +197,10 @@ func (d *journalDisk) shutdown() error {
 // supervisor must have exited (it holds files open on it).
 func (d *journalDisk) remount() error {
 	var err error
-	for i := 0; i < 50; i++ {
-		out, uerr := exec.Command("umount", d.mnt).CombinedOutput()
-		if uerr == nil {
+	for range 50 {
+		if err = command("umount", d.mnt); err == nil {
 			return d.mount()
 		}
-		err = fmt.Errorf("umount: %v: %s", uerr, strings.TrimSpace(string(out)))
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err

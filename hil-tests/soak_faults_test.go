@@ -92,7 +92,7 @@ func brokerFault(graceful bool) func(*soak, *faultKind) time.Time {
 		time.Sleep(s.between(0, 3*time.Second))
 		removed := time.Now()
 		s.r.mosq.start()
-		s.brokers = append(s.brokers, s.r.mosq.p)
+		s.keep(s.r.mosq.p)
 		return removed
 	}
 }
@@ -335,7 +335,7 @@ func (s *soak) startDaemon() time.Time {
 	s.check(err)
 	start := time.Now()
 	s.r.startSupervisor()
-	s.daemons = append(s.daemons, s.r.sup)
+	s.keep(s.r.sup)
 	return start
 }
 

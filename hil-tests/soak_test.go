@@ -156,8 +156,7 @@ func newSoak(t *testing.T, set soakSettings) *soak {
 	// steps away.
 	s.r = newRig(t, rigOptions{mosquitto: true, action: "halt", journal: s.disk.JournalDir(), segment: "16KiB"})
 	s.cfg = s.r.plan.Config
-	s.daemons = append(s.daemons, s.r.sup)
-	s.brokers = append(s.brokers, s.r.mosq.p)
+	s.keep(s.r.sup, s.r.mosq.p, s.r.board)
 	s.work = newWorkload(s.r, set.seed)
 	t.Cleanup(s.work.close) // before the agents disconnect (cleanups run last first)
 	s.probe = s.r.newAgent("soak-probe")
@@ -166,6 +165,9 @@ func newSoak(t *testing.T, set soakSettings) *soak {
 	s.kinds = faultKinds()
 	for _, k := range s.kinds {
 		s.stats[k.name] = &faultStats{}
+		if why := k.unavailable(s); why != "" {
+			t.Logf("soak: %s NOT EXERCISED on this machine: %s", k.name, why)
+		}
 	}
 	for _, i := range s.rng.Perm(len(s.kinds)) {
 		s.order = append(s.order, s.kinds[i])
@@ -269,6 +271,21 @@ func (s *soak) report() string {
 		fmt.Fprintf(&b, "workers: %s\n", strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+// keep notes the processes whose logs the evidence holds: the
+// supervisors, the brokers and the board. A failed soak does not also log
+// them (startProc would), which would bury its report.
+func (s *soak) keep(ps ...*proc) {
+	for _, p := range ps {
+		p.quiet = true
+		switch p {
+		case s.r.sup:
+			s.daemons = append(s.daemons, p)
+		case s.r.mosq.p:
+			s.brokers = append(s.brokers, p)
+		}
+	}
 }
 
 // faults is how many faults were injected.
