@@ -3,6 +3,7 @@
 package hil
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ type agent struct {
 	name   string
 	topics mqtt.Topics
 	c      paho.Client
+	// timeout bounds the wait for each reply (0: replyTimeout). The soak's
+	// agents give up sooner and carry on.
+	timeout time.Duration
 
 	mu       sync.Mutex
 	lease    string
@@ -200,14 +204,15 @@ func (a *agent) send(req map[string]any) (api.Reply, error) {
 		return api.Reply{}, err
 	}
 	a.c.Publish(a.topics.AgentCmd(a.name), 1, false, b)
+	timeout := cmp.Or(a.timeout, replyTimeout)
 	select {
 	case rep := <-ch:
 		return rep, nil
-	case <-time.After(replyTimeout):
+	case <-time.After(timeout):
 		a.mu.Lock()
 		delete(a.wait, id)
 		a.mu.Unlock()
-		return api.Reply{}, fmt.Errorf("agent %s: %s: %w after %v", a.name, b, errNoReply, replyTimeout)
+		return api.Reply{}, fmt.Errorf("agent %s: %s: %w after %v", a.name, b, errNoReply, timeout)
 	}
 }
 
@@ -283,6 +288,10 @@ func (a *agent) heartbeat() {
 				return
 			case <-tick.C:
 				a.mu.Lock()
+				if a.lease == "" {
+					a.mu.Unlock() // no lease to keep alive (the soak's workers drop theirs)
+					continue
+				}
 				a.n++
 				b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("%s-%d", a.name, a.n), "agent": a.name, "op": "heartbeat", "lease": a.lease, "epoch": a.epoch})
 				a.mu.Unlock()

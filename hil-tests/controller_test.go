@@ -23,18 +23,21 @@ const controllerEnv = "SAGA_HIL_CONTROLLER"
 // controllerSpec is what a controller process does, passed as JSON on its
 // standard input.
 type controllerSpec struct {
-	Broker   string        `json:"broker"`
-	Prefix   string        `json:"prefix"`
-	Device   string        `json:"device"`
-	Agent    string        `json:"agent"`
-	Username string        `json:"username"`
-	Password string        `json:"password"`
-	TTL      time.Duration `json:"ttl"`
-	Steps    []struct {
-		Actuator string        `json:"actuator"`
-		Value    float64       `json:"value"`
-		Pace     time.Duration `json:"pace"` // wait before the step (max_rate)
-	} `json:"steps"`
+	Broker   string           `json:"broker"`
+	Prefix   string           `json:"prefix"`
+	Device   string           `json:"device"`
+	Agent    string           `json:"agent"`
+	Username string           `json:"username"`
+	Password string           `json:"password"`
+	TTL      time.Duration    `json:"ttl"`
+	Steps    []controllerStep `json:"steps"`
+}
+
+// controllerStep is one step of a controller process's saga.
+type controllerStep struct {
+	Actuator string        `json:"actuator"`
+	Value    float64       `json:"value"`
+	Pace     time.Duration `json:"pace"` // wait before the step (max_rate)
 }
 
 // controllerReady is the line a controller prints once its steps are
@@ -81,19 +84,24 @@ func runController() int {
 // process and the saga id.
 func (r *rig) startController(agent string, ttl time.Duration) (*proc, uint64) {
 	r.t.Helper()
-	spec := controllerSpec{Broker: r.plan.Broker, Prefix: r.plan.Topics.Prefix, Device: r.plan.Topics.Device, Agent: agent,
-		Username: r.agentLogin(agent), Password: r.plan.AgentPassword, TTL: ttl}
+	var steps []controllerStep
 	for _, a := range r.plan.Actuators {
 		var pace time.Duration
 		if a.MaxRate > 0 {
 			pace = time.Duration(math.Abs(a.Move-a.Setup) / a.MaxRate * 1.2 * float64(time.Second))
 		}
-		spec.Steps = append(spec.Steps, struct {
-			Actuator string        `json:"actuator"`
-			Value    float64       `json:"value"`
-			Pace     time.Duration `json:"pace"`
-		}{a.Name, a.Move, pace})
+		steps = append(steps, controllerStep{a.Name, a.Move, pace})
 	}
+	return r.startControllerSteps(agent, ttl, steps)
+}
+
+// startControllerSteps starts a controller process that takes the given
+// steps in one saga and holds it open. It returns the process and the saga
+// id.
+func (r *rig) startControllerSteps(agent string, ttl time.Duration, steps []controllerStep) (*proc, uint64) {
+	r.t.Helper()
+	spec := controllerSpec{Broker: r.plan.Broker, Prefix: r.plan.Topics.Prefix, Device: r.plan.Topics.Device, Agent: agent,
+		Username: r.agentLogin(agent), Password: r.plan.AgentPassword, TTL: ttl, Steps: steps}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		r.t.Fatal(err)

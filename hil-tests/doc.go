@@ -26,6 +26,14 @@
 // The scenarios also compare, whenever the supervisor is ready, what it says
 // it commanded with what the read-back shows: a difference is a failure.
 //
+// TestSoak (`make soak`, not among the scenarios) runs one supervisor on the
+// sim rig for SOAK_DURATION under faults picked at random from SOAK_SEED —
+// the broker, the cable, the journal's disk (full, failing), the supply,
+// signals to the supervisor and to agents — and checks after each that the
+// world, the supervisor's belief, the journal and the retained state agree,
+// that no acknowledged commit was lost or undone, and that a halt was
+// honoured (docs/HIL.md, "The soak").
+//
 // The package itself holds what a rig is described by and observed through:
 // the rig file (RigFile, LoadRig), the plan worked out from it and the
 // supervisor config (Plan), and the read-back client (ReadBack, State). The

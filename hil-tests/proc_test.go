@@ -22,25 +22,52 @@ type proc struct {
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{} // closed when the process has exited and been reaped
+	// quiet: its output is kept elsewhere (the soak's evidence), so a
+	// failed test does not log it.
+	quiet bool
 }
 
 // syncBuffer is an output buffer written by a child process's pipes and
-// read by the test.
+// read by the test. It keeps the first bufHead bytes (what a process
+// prints as it starts) and the last bufTail: a broker logging every
+// message for a long soak would otherwise fill the memory.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	head    []byte
+	tail    []byte
+	dropped int64
 }
+
+const (
+	bufHead = 64 << 10
+	bufTail = 8 << 20
+)
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n := len(p)
+	if room := bufHead - len(s.head); room > 0 {
+		k := min(room, len(p))
+		s.head = append(s.head, p[:k]...)
+		p = p[k:]
+	}
+	s.tail = append(s.tail, p...)
+	if over := len(s.tail) - bufTail; over > bufTail/4 {
+		// Cut in batches, so that appending stays amortised O(1).
+		s.dropped += int64(over)
+		s.tail = append(s.tail[:0], s.tail[over:]...)
+	}
+	return n, nil
 }
 
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	if s.dropped == 0 {
+		return string(s.head) + string(s.tail)
+	}
+	return fmt.Sprintf("%s\n…[%d bytes not kept]…\n%s", s.head, s.dropped, s.tail)
 }
 
 // startProc starts argv in dir ("" for the test's own) and kills it when
@@ -63,7 +90,7 @@ func startProc(t *testing.T, name, dir string, env []string, stdin io.Reader, ar
 	}()
 	t.Cleanup(func() {
 		p.kill(syscall.SIGKILL)
-		if t.Failed() {
+		if t.Failed() && !p.quiet {
 			t.Logf("--- %s output (last 6000 bytes):\n%s", name, tail(p.out.String(), 6000))
 		}
 	})

@@ -34,6 +34,10 @@ type rigOptions struct {
 	mosquitto bool
 	// action is the rail's trip action (default unwind).
 	action string
+	// journal is the journal's directory (default DIR/journal) and
+	// segment its segment size (default 16MiB): the soak puts its journal
+	// on a file system it fills and fails, in small segments.
+	journal, segment string
 }
 
 // rig is one scenario's rig: the supervisor process, the read-back and
@@ -49,6 +53,7 @@ type rig struct {
 	sup     *proc
 	starts  int
 	mosq    *mosquitto // sim, with rigOptions.mosquitto
+	board   *proc      // sim: the sim-mcu process
 	http    *http.Client
 	agents  atomic.Int64
 }
@@ -99,9 +104,12 @@ func newSimRig(t *testing.T, opt rigOptions) *rig {
 	})
 
 	vars := map[string]string{"DIR": dir, "TTY": host, "ACTION": "unwind",
+		"JOURNAL": filepath.Join(dir, "journal"), "SEGMENT": "16MiB",
 		"HTTP": fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	if opt.action != "" {
-		vars["ACTION"] = opt.action
+	for k, v := range map[string]string{"ACTION": opt.action, "JOURNAL": opt.journal, "SEGMENT": opt.segment} {
+		if v != "" {
+			vars[k] = v
+		}
 	}
 	if opt.mosquitto {
 		r.mosq = startMosquitto(t, dir)
@@ -137,6 +145,7 @@ func newSimRig(t *testing.T, opt rigOptions) *rig {
 	mcu := startProc(t, "sim-mcu", dir, nil, nil, binary, "sim-mcu", "--port", board,
 		"--channels", channels, "--supplies", supplies, "--control", "127.0.0.1:0")
 	ctl := mcu.waitOutput("sim-mcu control on ", 10*time.Second)
+	r.board = mcu
 
 	r.file = &RigFile{Config: r.cfgPath, WorkDir: dir, dir: dir,
 		ReadBack: ReadBackSpec{URL: ctl, Settle: 10 * time.Second},
@@ -328,6 +337,11 @@ type supStatus struct {
 		Lease string `json:"lease"`
 	} `json:"leases"`
 	OpenSagas []uint64 `json:"open_sagas"`
+	Journal   struct {
+		LastSeq uint64 `json:"last_seq"`
+		Durable uint64 `json:"durable_seq"`
+		Error   string `json:"error"`
+	} `json:"journal"`
 }
 
 func (r *rig) status() supStatus {

@@ -103,7 +103,8 @@ func simConfig(t *testing.T) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"DIR": dir, "TTY": "/dev/null", "BROKER": "embedded", "LISTEN": "127.0.0.1:1", "HTTP": "127.0.0.1:2", "ACTION": "halt"}
+	vars := map[string]string{"DIR": dir, "JOURNAL": filepath.Join(dir, "journal"), "SEGMENT": "16MiB",
+		"TTY": "/dev/null", "BROKER": "embedded", "LISTEN": "127.0.0.1:1", "HTTP": "127.0.0.1:2", "ACTION": "halt"}
 	cfg, err := config.Parse([]byte(os.Expand(string(b), func(k string) string { return vars[k] })), "sim.yaml")
 	if err != nil {
 		t.Fatal(err)
