@@ -38,6 +38,7 @@ type benchAgent struct {
 	name   string
 	topics mqtt.Topics
 	c      paho.Client
+	inst   uint64 // this connection of the agent, among all the bench made
 	seq    atomic.Uint64
 
 	// lease and epoch are set by hello.
@@ -103,7 +104,7 @@ func newBenchAgent(url, clientPrefix string, topics mqtt.Topics, name string, ex
 	if err != nil {
 		return nil, err
 	}
-	a := &benchAgent{name: name, topics: topics, c: c, waiting: map[string]chan benchArrival{}}
+	a := &benchAgent{name: name, topics: topics, c: c, inst: benchAgentInstances.Add(1), waiting: map[string]chan benchArrival{}}
 	for _, topic := range append([]string{topics.Reply(name)}, extra...) {
 		if err := benchSubscribe(c, topic, a.onMessage); err != nil {
 			benchDisconnect(c)
@@ -135,9 +136,15 @@ func (a *benchAgent) onMessage(_ paho.Client, m paho.Message) {
 	}
 }
 
-// nextID returns a new request id, unique for this agent.
+// benchAgentInstances numbers the bench's agent connections.
+var benchAgentInstances atomic.Uint64
+
+// nextID returns a new request id, unique for this agent across the whole
+// run. An agent name comes back in later rounds (the busy agents of each
+// expiry condition): a hello reusing its earlier id is, by the API, the
+// same hello retried, and was answered with the earlier lease.
 func (a *benchAgent) nextID(kind string) string {
-	return a.name + "-" + kind + strconv.FormatUint(a.seq.Add(1), 10)
+	return a.name + "-" + strconv.FormatUint(a.inst, 10) + "-" + kind + strconv.FormatUint(a.seq.Add(1), 10)
 }
 
 // request fills in the agent (and the lease where the op needs one) and
