@@ -321,6 +321,8 @@ type guard struct {
 	paceAt      int
 	paceWait    time.Duration
 
+	retainGuard
+
 	connects, publishes, subscribes, retained atomic.Int64
 	paced, paceTimeouts                       atomic.Int64
 	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
@@ -329,7 +331,8 @@ type guard struct {
 func (g *guard) ID() string { return "saga-access" }
 
 func (g *guard) Provides(b byte) bool {
-	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish}, []byte{b})
+	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish,
+		mqtt.OnWill, mqtt.OnRetainMessage, mqtt.OnPacketSent, mqtt.OnPacketProcessed}, []byte{b})
 }
 
 // refused logs a refusal at most once a second, so a client hammering the
@@ -439,6 +442,11 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 		return pk, packets.CodeSuccessIgnore
 	}
 	g.pace(pk)
+	defer func() {
+		if retain {
+			g.lockRetain(cl) // released once mochi has stored it (OnRetainMessage)
+		}
+	}()
 	// The check and mochi's store are not one atomic step: clients
 	// publishing new retained topics at the same instant may overshoot the
 	// bound by at most one message each (so by MaxClients at worst).
@@ -542,4 +550,77 @@ func filterMatches(filter, topic string) bool {
 		}
 		filter, topic = fRest, tRest
 	}
+}
+
+// retainGuard keeps mochi's storing of a retained message apart from its
+// delivery of retained messages on subscribe. mochi v2.7.9 writes a topic
+// node's retained path under its index lock when it stores a retained
+// message, and reads it without any lock when a subscription's retained
+// messages are delivered (mochi-mqtt/server#200): a data race, which the
+// race detector caught in CI between the supervisor's retained states and
+// an agent's subscribe. The hooks bracket both: a subscribe holds the read
+// side from the moment its SUBACK is written (OnPacketSent: the retained
+// delivery comes next, and only queues messages) until its packet is
+// processed; a retained store holds the write side from the end of
+// OnPublish (or OnWill) to OnRetainMessage. Neither window holds any I/O,
+// so the waits are short. A store still tries for at most retainWait and
+// then goes ahead unguarded (counted): the supervisor's retained status
+// must never wait on a client, and the race's worst case is a node's path
+// rewritten with the same topic.
+type retainGuard struct {
+	retainMu sync.RWMutex
+	writers  sync.Map // *mqtt.Client → struct{}: holds retainMu
+	readers  sync.Map // *mqtt.Client → struct{}: holds retainMu's read side
+	unsafe   atomic.Int64
+}
+
+const retainWait = 100 * time.Millisecond
+
+func (g *retainGuard) lockRetain(cl *mqtt.Client) {
+	for deadline := time.Now().Add(retainWait); ; time.Sleep(20 * time.Microsecond) {
+		if g.retainMu.TryLock() {
+			g.writers.Store(cl, struct{}{})
+			return
+		}
+		if time.Now().After(deadline) {
+			g.unsafe.Add(1)
+			return
+		}
+	}
+}
+
+func (g *retainGuard) unlockRetain(cl *mqtt.Client) {
+	if _, ok := g.writers.LoadAndDelete(cl); ok {
+		g.retainMu.Unlock()
+	}
+}
+
+// OnWill guards the store of a retained will published at once (a delayed
+// one is published later, elsewhere, unguarded).
+func (g *guard) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	if will.Retain && len(will.Payload) > 0 && cl.Properties.Will.WillDelayInterval == 0 {
+		g.lockRetain(cl)
+	}
+	return will, nil
+}
+
+// OnRetainMessage is called once mochi has stored a retained message.
+func (g *guard) OnRetainMessage(cl *mqtt.Client, _ packets.Packet, _ int64) { g.unlockRetain(cl) }
+
+// OnPacketSent takes the read side once a subscribe's SUBACK is written:
+// mochi delivers the subscription's retained messages next.
+func (g *guard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
+	if pk.FixedHeader.Type == packets.Suback {
+		g.retainMu.RLock()
+		g.readers.Store(cl, struct{}{})
+	}
+}
+
+// OnPacketProcessed ends a subscribe's read side, and a store's write side
+// mochi did not reach (the message was ignored).
+func (g *guard) OnPacketProcessed(cl *mqtt.Client, _ packets.Packet, _ error) {
+	if _, ok := g.readers.LoadAndDelete(cl); ok {
+		g.retainMu.RUnlock()
+	}
+	g.unlockRetain(cl)
 }
