@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -136,5 +137,38 @@ func waitSent(t *testing.T, c *gateClient, topic string, n int) {
 			t.Fatalf("fewer than %d statuses published", n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A connection's loss reported after the next connection is up and
+// subscribed (paho reports losses on a goroutine of its own) leaves the
+// transport up: seen in CI after a client-id takeover, the late report of
+// the old connection's loss marked the new one down, the daemon stayed not
+// ready, and its replies waited for the link forever.
+func TestLateLossOfAnOldConnection(t *testing.T) {
+	tr, err := NewTransport(TransportOptions{Broker: "tcp://127.0.0.1:1", ClientID: "sup", Topics: Topics{Device: "arm1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &gateClient{held: make(chan struct{}), released: make(chan struct{})}
+	tr.client = c
+	defer tr.Close()
+	tr.onConnect(c)
+	tr.onEstopConnect(c)
+	if err := tr.Ready(); err != nil {
+		t.Fatalf("connected and subscribed: %v", err)
+	}
+	// The old connections' losses, reported late: the client is connected.
+	tr.onLost("sup", c, errors.New("EOF"))
+	tr.onLost("sup"+EstopSuffix, c, errors.New("EOF"))
+	if err := tr.Ready(); err != nil {
+		t.Fatalf("after a late loss report of an old connection: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { tr.waitLink(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the publisher waits for a link that is up")
 	}
 }

@@ -276,19 +276,7 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(2 * time.Second).
 		SetKeepAlive(10 * time.Second).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			if clientID == t.opt.ClientID {
-				t.up.Store(false)
-				t.mu.Lock()
-				if t.linkedOpen {
-					t.linked, t.linkedOpen = make(chan struct{}), false
-				}
-				t.mu.Unlock()
-			} else {
-				t.estopUp.Store(false)
-			}
-			t.log.Warn("mqtt connection lost", "client", clientID, "err", err)
-		})
+		SetConnectionLostHandler(func(c paho.Client, err error) { t.onLost(clientID, c, err) })
 	if t.opt.Username != "" {
 		// Each connection is its own login (see EstopSuffix), with the
 		// supervisor's one password.
@@ -304,9 +292,34 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 	return co
 }
 
+// onLost marks a connection down. paho calls it on a goroutine of its own,
+// so it may run after the next connection is up and subscribed (seen in
+// CI: a client-id takeover, the reconnect's onConnect, then the old
+// connection's loss marked the new one down — the daemon stayed not ready
+// and its replies waited for a link that was up). A loss found with the
+// client connected again is the old connection's, and changes nothing:
+// the new connection's own loss, if it comes, is reported in turn.
+func (t *Transport) onLost(clientID string, c paho.Client, err error) {
+	t.log.Warn("mqtt connection lost", "client", clientID, "err", err)
+	if c.IsConnectionOpen() {
+		return
+	}
+	if clientID != t.opt.ClientID {
+		t.estopUp.Store(false)
+		return
+	}
+	t.up.Store(false)
+	t.mu.Lock()
+	if t.linkedOpen {
+		t.linked, t.linkedOpen = make(chan struct{}), false
+	}
+	t.mu.Unlock()
+}
+
 // onEstopConnect subscribes the e-stop connection (again, after a
 // reconnect).
 func (t *Transport) onEstopConnect(c paho.Client) {
+	t.estopUp.Store(false) // until this connection is subscribed
 	subs := map[string]byte{t.opt.Topics.Estop(): 1, t.opt.Topics.EstopFilter(): 1}
 	tok := c.SubscribeMultiple(subs, t.onEstop)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
@@ -350,6 +363,7 @@ func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
 // onConnect subscribes (again, after a reconnect) and republishes status.
 func (t *Transport) onConnect(c paho.Client) {
 	t.log.Info("mqtt connected", "broker", t.opt.Broker)
+	t.up.Store(false) // until this connection is subscribed
 	subs := map[string]byte{t.opt.Topics.Cmd(): 1, t.opt.Topics.CmdFilter(): 1, t.opt.Topics.WillFilter(): 1}
 	tok := c.SubscribeMultiple(subs, t.enqueue)
 	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
