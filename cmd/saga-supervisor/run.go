@@ -13,9 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
 	"github.com/saga-supervisor/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -67,6 +70,12 @@ func runRun(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", addr)
 	}
 	printFirstSteps(w, cfg, d.Broker, topics)
+
+	// What a burst of traffic left on the heap goes back to the system
+	// once the burst is over (internal/memtrim). Nothing waits for it.
+	trim := memtrim.Start(memtrim.Options{Log: lg.With("component", "memory")})
+	defer trim.Stop()
+	registerMemoryMetrics(d.Sup.Registry(), trim)
 
 	systemd.Socket(systemd.Ready)
 	if every := systemd.WatchdogInterval(); every > 0 {
@@ -152,4 +161,17 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
 		login, topics.AgentCmd(agent), topics.Reply(agent), agent)
 	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
+}
+
+// registerMemoryMetrics exports what the trimmer did:
+// saga_memory_trims_total and saga_memory_returned_bytes_total.
+func registerMemoryMetrics(reg *prometheus.Registry, t *memtrim.Trimmer) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "saga_memory_trims_total",
+		Help: "Times the daemon gave the heap a burst of traffic left free back to the system, once the burst was over.",
+	}, func() float64 { return float64(t.Stats().Trims) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "saga_memory_returned_bytes_total",
+		Help: "Bytes of free heap those trims returned to the system.",
+	}, func() float64 { return float64(t.Stats().Returned) }))
 }
