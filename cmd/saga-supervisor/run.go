@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,11 @@ import (
 
 // runRun is the daemon: the product's main job.
 func runRun(args []string, w io.Writer) error {
+	// The daemon is never memory-profiled. The runtime samples one
+	// allocation in 512 KiB by default: a stack walk each, and during a
+	// flood some hundreds of KiB of sample records and hash-table pages it
+	// never gives back.
+	runtime.MemProfileRate = 0
 	fs := cli.NewFlags("run")
 	cfgPath := fs.String("config", "", "configuration file (default: the embedded default — sim arm, in-process broker)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
