@@ -78,7 +78,8 @@ func runRun(args []string, w io.Writer) error {
 	printFirstSteps(w, cfg, d.Broker, topics)
 
 	// What a burst of traffic left on the heap goes back to the system
-	// once the burst is over (internal/memtrim). Nothing waits for it.
+	// once the burst is over, and the idle heap stays near its live size
+	// (internal/memtrim). Nothing waits for it.
 	trim := memtrim.Start(memtrim.Options{Log: lg.With("component", "memory")})
 	defer trim.Stop()
 	registerMemoryMetrics(d.Sup.Registry(), trim)
@@ -174,7 +175,7 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 func registerMemoryMetrics(reg *prometheus.Registry, t *memtrim.Trimmer) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "saga_memory_trims_total",
-		Help: "Times the daemon gave the heap a burst of traffic left free back to the system, once the burst was over.",
+		Help: "Times the daemon returned free heap to the system while quiet: what a burst of traffic left behind, or its own idle garbage.",
 	}, func() float64 { return float64(t.Stats().Trims) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "saga_memory_returned_bytes_total",

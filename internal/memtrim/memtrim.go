@@ -26,13 +26,14 @@
 // runtime's minimum heap goal of 4 MiB and staying resident.
 //
 // A Trimmer runs on a goroutine of its own and holds no lock anything else
-// takes: nothing waits for it, a halt least of all. A trim is one extra
-// collection — its two stop-the-world pauses of some microseconds are all
-// any other goroutine sees of it, as of any collection — and returning
-// the pages (about 5 ms of one core after a flood, measured on amd64, a
-// millisecond idle). It happens at most once a look and only while the
-// process is quiet; during a burst (allocations far above the excess) a
-// Trimmer does nothing, and the burst reuses what it freed.
+// takes: nothing waits for it, a halt least of all. A trim is one more
+// collection, with what any collection costs the other goroutines — two
+// stop-the-world pauses of microseconds, a quarter of the CPU while it
+// marks, help asked of a goroutine that allocates meanwhile — and then the
+// free pages returned: 1–5 ms for the call idle, about 10 ms after a
+// flood (amd64, a busy 2-core VM). It happens at most once a look and only
+// while the process is quiet; during a burst (allocations far above the
+// excess) a Trimmer does nothing, and the burst reuses what it freed.
 package memtrim
 
 import (
@@ -52,8 +53,8 @@ const (
 	// DefaultMinExcess is the excess worth a trim. The runtime lets an
 	// idle daemon's garbage grow to its minimum heap goal, 4 MiB, before
 	// it collects, and keeps the pages after; trimming at 1 MiB keeps the
-	// idle heap near its live size (about 2 MiB less resident, measured)
-	// for a collection every half minute or so, a millisecond of CPU each.
+	// idle heap near its live size (about 2 MB less resident, measured)
+	// for a trim every half minute or so.
 	DefaultMinExcess = 1 << 20
 	// quietLooks: a trim waits until the excess would last this many looks
 	// at the rate the process allocated during the last one.
