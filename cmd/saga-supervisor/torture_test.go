@@ -66,18 +66,10 @@ var (
 // SAGA_TEST_NO_RACE, when `binary` is plain already) uses `binary` here too.
 func tortureBinary(t *testing.T) (path string, race bool) {
 	t.Helper()
-	if os.Getenv("SAGA_TEST_NO_RACE") != "" {
-		return binary, false
-	}
-	if *tortureRace {
+	if *tortureRace && os.Getenv("SAGA_TEST_NO_RACE") == "" {
 		return binary, true
 	}
-	path = filepath.Join(t.TempDir(), "saga-supervisor-plain")
-	build := exec.Command("go", "build", "-o", path, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plain binary: %v\n%s", err, out)
-	}
-	return path, false
+	return plainBinary(t), false
 }
 
 func TestTorture(t *testing.T) {

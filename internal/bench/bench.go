@@ -1,8 +1,9 @@
 // Package bench is `saga-supervisor bench`: on the robot's own computer,
 // what durability costs on this disk (journal, group commit, engine step,
-// gate and recovery against the fsync floor) and, with --mqtt, what the
-// MQTT front door adds (round trips beside the bare broker's echo, halt
-// latency under a flood, durable steps/s of many agents).
+// gate and recovery against the fsync floor); with --mqtt, what the MQTT
+// front door adds (round trips beside the bare broker's echo, halt latency
+// under a flood, durable steps/s of many agents); with --rss, the daemon's
+// resident memory idle, under a flood and after it.
 package bench
 
 import (
@@ -107,6 +108,12 @@ func Run(args []string, w io.Writer) (err error) {
 	slowFsync := fs.Duration("slow-fsync", 5*time.Millisecond, "with --mqtt: the delay added to every journal fsync in the last expiry condition, a slow SD card's (0: leave that condition out)")
 	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
 	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
+	rssFlag := fs.Bool("rss", false, "measure the daemon's resident memory instead: idle, at the peak of a flood through its embedded broker, and after the flood (the daemon runs as a process of its own; Linux)")
+	var daemons stringsFlag
+	fs.Var(&daemons, "daemon", "with --rss: a saga-supervisor binary to measure (repeat to compare builds side by side; default: this one)")
+	settle := fs.Duration("settle", rssDefaultSettle, "with --rss: the wait after the daemon is ready before idle is read")
+	floodTime := fs.Duration("flood-time", rssDefaultFlood, "with --rss: the flood's length")
+	after := fs.Duration("after", rssDefaultAfter, "with --rss: how long the daemon is watched after the flood")
 	haltTopic := fs.String("halt-topic", "estop", "with --mqtt: where the halts are published: estop (the agent's e-stop topic, read on the supervisor's own connection for it, as client.Halt does) or cmd (its command topic)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -122,6 +129,33 @@ func Run(args []string, w io.Writer) (err error) {
 	}
 	if *broker != "" {
 		*mqttFlag = true
+	}
+	if *rssFlag {
+		switch {
+		case *mqttFlag:
+			return cli.Exit(2, "--rss and --mqtt are two different benches: one at a time")
+		case *settle < 0 || *floodTime <= 0 || *after < time.Second:
+			return cli.Exit(2, "--settle must be 0 or more, --flood-time positive and --after at least 1s")
+		}
+		if len(daemons) == 0 {
+			self, err := os.Executable()
+			if err != nil {
+				return cli.Exit(2, "--rss: this binary's path: %v (name one with --daemon)", err)
+			}
+			daemons = append(daemons, self)
+		}
+		for i, d := range daemons {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return cli.Exit(2, "--daemon %s: %v", d, err)
+			}
+			if st, err := os.Stat(abs); err != nil || st.IsDir() {
+				return cli.Exit(2, "--daemon %s: %s", d, cli.ErrOr(err, "a directory"))
+			}
+			daemons[i] = abs
+		}
+	} else if len(daemons) > 0 {
+		return cli.Exit(2, "--daemon goes with --rss")
 	}
 	if *mqttFlag {
 		switch {
@@ -181,6 +215,26 @@ func Run(args []string, w io.Writer) (err error) {
 	prog := newProgress()
 	defer prog("")
 	start := time.Now()
+	if *rssFlag {
+		res := &RSSResult{Dir: dir, SettleNs: int64(*settle), FloodNs: int64(*floodTime), AfterNs: int64(*after),
+			FloodClients: rssFloodClients, FloodWindow: rssFloodWindow, FloodBigBytes: rssBigBytes, FloodBigEvery: rssBigEvery, IdleClients: rssIdleClients}
+		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
+		if err := measureRSS(ctx, res, opt, prog); err != nil {
+			if ctx.Err() != nil {
+				return cli.Exit(130, "interrupted")
+			}
+			return err
+		}
+		res.TookNs = int64(time.Since(start))
+		prog("")
+		if *asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		}
+		printRSS(w, res)
+		return nil
+	}
 	if *mqttFlag {
 		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
 		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, slowFsync: *slowFsync, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
@@ -790,4 +844,14 @@ func diskOf(dir string) (fstype, desc string) {
 		}
 	}
 	return fstype, desc
+}
+
+// stringsFlag is a flag that may be given many times.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+
+func (s *stringsFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
 }

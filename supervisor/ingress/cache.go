@@ -10,10 +10,14 @@ import (
 // id, so that a replayed request gets the first reply and is not served
 // twice. Ids are de-duplicated within a lease: a request is known by its
 // lease and id (requests that carry no lease — hello, status, reset — by
-// their id alone). It is a fixed ring: the oldest reply is forgotten first,
-// and a hello that grants a new lease forgets the old lease's replies.
+// their id alone). It is a ring of at most max replies: the oldest reply is
+// forgotten first, and a hello that grants a new lease forgets the old
+// lease's replies. It grows as replies are stored: allocated whole, the
+// ring and map of every agent that ever sent a request held some 100 KiB
+// each, however few replies there were to remember.
 type replyCache struct {
 	ring  []cached
+	max   int
 	next  int
 	byID  map[string]int // index in ring, by key
 	lease string         // the lease the cached replies belong to
@@ -25,7 +29,7 @@ type cached struct {
 }
 
 func newReplyCache(n int) replyCache {
-	return replyCache{ring: make([]cached, 0, n), byID: make(map[string]int, n)}
+	return replyCache{max: n, byID: map[string]int{}}
 }
 
 // lookup returns the reply to an earlier request with req's id. Only an
@@ -66,7 +70,7 @@ const codeDuplicateID = "DUPLICATE_ID"
 const cachedReplyBytes = 4096
 
 func (c *replyCache) store(req api.Request, rep api.Reply) {
-	if req.ID == "" || cap(c.ring) == 0 || req.Op == api.OpStatus {
+	if req.ID == "" || c.max == 0 || req.Op == api.OpStatus {
 		// A status is read-only: a replay is answered afresh, and its
 		// (large) body is not kept.
 		return
@@ -87,7 +91,7 @@ func (c *replyCache) store(req api.Request, rep api.Reply) {
 		return
 	}
 	e := cached{req: req, rep: rep}
-	if len(c.ring) < cap(c.ring) {
+	if len(c.ring) < c.max {
 		c.byID[k] = len(c.ring)
 		c.ring = append(c.ring, e)
 		return

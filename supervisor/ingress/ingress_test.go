@@ -3,6 +3,7 @@ package ingress
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -398,5 +399,25 @@ func TestReplyCacheBounded(t *testing.T) {
 	}
 	if b := api.EncodeReply(got); len(b) > cachedReplyBytes {
 		t.Fatalf("remembered reply is %d bytes", len(b))
+	}
+
+	// It takes memory as replies come, up to its bound, and then forgets
+	// the oldest first.
+	c = newReplyCache(4)
+	if cap(c.ring) != 0 {
+		t.Fatalf("a new cache holds room for %d replies", cap(c.ring))
+	}
+	hb := func(i int) api.Request { return api.Request{ID: strconv.Itoa(i), Op: api.OpHeartbeat, Lease: "L"} }
+	for i := range 10 {
+		c.store(hb(i), api.Reply{ID: strconv.Itoa(i), OK: true})
+	}
+	if len(c.ring) != 4 || len(c.byID) != 4 {
+		t.Fatalf("%d replies in the ring, %d by id, want 4", len(c.ring), len(c.byID))
+	}
+	if _, k := c.lookup(hb(9)); k != replayed {
+		t.Error("the newest reply was forgotten")
+	}
+	if _, k := c.lookup(hb(5)); k != unseen {
+		t.Error("a reply beyond the bound was remembered")
 	}
 }

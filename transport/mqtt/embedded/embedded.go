@@ -81,6 +81,13 @@ const (
 	DefaultSessionExpiry = time.Hour
 )
 
+// sysTopicsEvery is how often mochi refreshes its $SYS topics. Its default,
+// every second, stopped the world (runtime.ReadMemStats) and stored some
+// twenty retained messages a second on an idle robot: garbage that kept the
+// idle heap growing towards its next collection. Nothing here reads them;
+// a monitor that does sees values up to a minute old.
+const sysTopicsEvery = time.Minute
+
 // Options configures a broker. The zero value of every bound means its
 // default above.
 type Options struct {
@@ -181,7 +188,8 @@ func StartOptions(opt Options) (*Broker, error) {
 	if opt.TLS != nil {
 		ln = tls.NewListener(ln, opt.TLS)
 	}
-	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second))})
+	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second)),
+		SysTopicResendInterval: int64(sysTopicsEvery / time.Second)})
 	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained),
 		pacedTopics: opt.Paced, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
 	if g.paceWait <= 0 {
