@@ -96,12 +96,12 @@ var sampled = []string{
 
 // look is one reading of the samples: held is the heap in memory, the
 // sum of the first four.
-type look struct{ held, released, allocated uint64 }
+type look struct{ held, free, released, allocated uint64 }
 
 func read(s []metrics.Sample) look {
 	metrics.Read(s)
 	v := func(i int) uint64 { return s[i].Value.Uint64() }
-	return look{held: v(0) + v(1) + v(2) + v(3), released: v(4), allocated: v(5)}
+	return look{held: v(0) + v(1) + v(2) + v(3), free: v(2), released: v(4), allocated: v(5)}
 }
 
 // Start starts a Trimmer; Stop ends it.
@@ -152,7 +152,10 @@ func (t *Trimmer) loop() {
 		since := now.allocated - last.allocated
 		last = now
 		floor = min(floor, now.held)
-		excess := now.held - floor
+		// Above the floor, or free pages not yet returned: a burst whose
+		// memory was still live at the last trim (the floor then rose
+		// with it) shows here once it is freed and collected.
+		excess := max(now.held-floor, now.free)
 		if !Due(excess, since, t.opt.MinExcess) {
 			continue
 		}
