@@ -275,7 +275,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 		d.brokerLog = newBenchLogTally()
 		// Paced as `run` paces it (brokerauth.StartEmbedded).
 		if d.broker, err = embedded.StartOptions(embedded.Options{Addr: "127.0.0.1:0", MaxPacket: d.maxPacket, Log: slog.New(d.brokerLog),
-			Paced: d.topics.CommandFilters(), Urgent: mqtt.IsHalt}); err != nil {
+			Paced: d.topics.CommandFilters(), PacedFor: []string{d.clientID + "-supervisor"}, Urgent: mqtt.IsHalt}); err != nil {
 			return nil, err
 		}
 		d.url = d.broker.URL()

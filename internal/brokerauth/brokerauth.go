@@ -98,7 +98,7 @@ func StartEmbedded(cfg *config.Config, lg *slog.Logger) (*Started, error) {
 		// Commands wait for a congested supervisor rather than be dropped,
 		// so one agent's flood cannot crowd out another's heartbeats. A
 		// halt never waits.
-		Paced: topics.CommandFilters(), Urgent: mqtt.IsHalt}
+		Paced: topics.CommandFilters(), PacedFor: []string{cfg.MQTT.ClientID}, Urgent: mqtt.IsHalt}
 	st := &Started{Anonymous: cfg.MQTT.Auth.Anonymous, CredentialsDir: cfg.MQTT.Auth.CredentialsDir}
 	if !st.Anonymous {
 		pol := Policy(cfg)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,13 @@ type Options struct {
 	// must not be paced: an agent that does not read its replies would
 	// hold up the replies to everyone else.
 	Paced []string
+	// PacedFor, if not empty, names the only subscribers (client ids)
+	// whose congestion holds paced publishes back: the supervisor's command
+	// connection. Another subscriber of a paced topic that does not read
+	// (possible without a policy, which otherwise keeps everyone else off
+	// the command topics) then only loses its own messages, instead of
+	// making every command wait PaceWait.
+	PacedFor []string
 	// Urgent, if not nil, picks the payloads on a paced topic that never
 	// wait: a halt. (A subscriber's queue has room far beyond PaceAt, so
 	// they are not dropped either.)
@@ -191,7 +199,7 @@ func StartOptions(opt Options) (*Broker, error) {
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second)),
 		SysTopicResendInterval: int64(sysTopicsEvery / time.Second)})
 	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained),
-		pacedTopics: opt.Paced, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
+		pacedTopics: opt.Paced, pacedFor: opt.PacedFor, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
 	if g.paceWait <= 0 {
 		g.paceWait = DefaultPaceWait
 	}
@@ -325,6 +333,7 @@ type guard struct {
 	maxRetained int
 
 	pacedTopics []string // topic filters whose publishes wait for a congested subscriber
+	pacedFor    []string // client ids whose congestion counts; empty: any subscriber's
 	urgent      func(payload []byte) bool
 	paceAt      int
 	paceWait    time.Duration
@@ -502,18 +511,28 @@ func (g *guard) isPaced(topic string) bool {
 func (g *guard) congested(topic string) bool {
 	subs := g.srv.Topics.Subscribers(topic)
 	for id := range subs.Subscriptions {
-		if cl, ok := g.srv.Clients.Get(id); ok && !cl.Closed() && cl.State.Inflight.Len() >= g.paceAt {
+		if g.congestedClient(id) {
 			return true
 		}
 	}
 	for _, group := range subs.Shared {
 		for id := range group {
-			if cl, ok := g.srv.Clients.Get(id); ok && !cl.Closed() && cl.State.Inflight.Len() >= g.paceAt {
+			if g.congestedClient(id) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// congestedClient reports whether subscriber id counts (PacedFor), is
+// connected, and has paceAt or more messages unacknowledged.
+func (g *guard) congestedClient(id string) bool {
+	if len(g.pacedFor) > 0 && !slices.Contains(g.pacedFor, id) {
+		return false
+	}
+	cl, ok := g.srv.Clients.Get(id)
+	return ok && !cl.Closed() && cl.State.Inflight.Len() >= g.paceAt
 }
 
 // clientRetained counts the retained messages clients stored: mochi's own

@@ -211,3 +211,26 @@ func TestFilterMatches(t *testing.T) {
 		}
 	}
 }
+
+// With PacedFor naming the supervisor, another subscriber of the command
+// topics that never acknowledges only loses its own messages: commands do
+// not wait for it. (Without a policy anyone may subscribe there; such a
+// reader made every command wait the full PaceWait.)
+func TestOnlyTheNamedSubscriberPaces(t *testing.T) {
+	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Paced: []string{paceFilter}, PacedFor: []string{"supervisor"}, PaceAt: 1, PaceWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lurker := newSlowSubscriber(t, b, "") // client id "sup": not the one named
+	defer close(lurker.open)
+	agent := dial(t, b, "a01")
+	for i := range 10 {
+		if tok := agent.Publish("saga/v1/arm1/cmd/a01", 1, false, fmt.Sprint(i)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("command %d waited for a subscriber that is not the supervisor: %v", i, tok.Error())
+		}
+	}
+	if st := b.Stats(); st.Paced != 0 {
+		t.Errorf("stats %+v: paced for a subscriber not named", st)
+	}
+}
