@@ -139,26 +139,11 @@ func (e *anchorDamage) Error() string { return "the anchor file is damaged: " + 
 
 // writeAnchor replaces dir's anchor with a, atomically.
 func writeAnchor(fsys FS, dir string, a anchor) error {
-	tmp := filepath.Join(dir, anchorName+tmpExt)
-	f, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
-	if err != nil {
+	err := writeAtomic(fsys, dir, anchorName, func(f File) error {
+		_, err := f.WriteAt(a.encode(), 0)
 		return err
-	}
-	_, err = f.WriteAt(a.encode(), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(tmp, filepath.Join(dir, anchorName))
-	}
-	if err == nil {
-		err = fsys.SyncDir(dir)
-	}
+	})
 	if err != nil {
-		_ = fsys.Remove(tmp)
 		return fmt.Errorf("wal: writing the anchor: %w", err)
 	}
 	return nil

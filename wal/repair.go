@@ -32,19 +32,37 @@ func saveBroken(fsys FS, dir, seg string, f File, from, to int64) (string, error
 	if err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(dir, name+tmpExt)
-	out, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	err = writeAtomic(fsys, dir, name, func(out File) error {
+		buf := make([]byte, min(to-from, readWindow))
+		for off := from; off < to; {
+			n := min(int64(len(buf)), to-off)
+			if _, err := f.ReadAt(buf[:n], off); err != nil {
+				return err
+			}
+			if _, err := out.WriteAt(buf[:n], off-from); err != nil {
+				return err
+			}
+			off += n
+		}
+		return nil
+	})
 	if err != nil {
 		return "", err
 	}
-	buf := make([]byte, min(to-from, readWindow))
-	for off := from; off < to && err == nil; {
-		n := min(int64(len(buf)), to-off)
-		if _, err = f.ReadAt(buf[:n], off); err == nil {
-			_, err = out.WriteAt(buf[:n], off-from)
-		}
-		off += n
+	return name, nil
+}
+
+// writeAtomic creates dir/name with what write puts in it, atomically: a
+// temporary file (name.tmp, which Open removes if a crash leaves it), write,
+// fdatasync, rename, directory fsync. Until the rename the old file, if
+// any, stands whole.
+func writeAtomic(fsys FS, dir, name string, write func(File) error) error {
+	tmp := filepath.Join(dir, name+tmpExt)
+	out, err := fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	if err != nil {
+		return err
 	}
+	err = write(out)
 	if err == nil {
 		err = out.Sync()
 	}
@@ -59,9 +77,8 @@ func saveBroken(fsys FS, dir, seg string, f File, from, to int64) (string, error
 	}
 	if err != nil {
 		_ = fsys.Remove(tmp) // best effort; Open removes stray temporaries anyway
-		return "", err
 	}
-	return name, nil
+	return err
 }
 
 // zeroRange overwrites [from, to) of f with zeros and syncs, so the region

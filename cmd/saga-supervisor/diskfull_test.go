@@ -36,26 +36,9 @@ func TestDiskFullThenRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", jfs).Run() })
 
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	brokerPort := freePort(t)
 	token := "operator-secret-0123456789abcdef-diskfull"
-	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
 	world := filepath.Join(dir, "world")
-	text := strings.NewReplacer(
-		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(jfs, "journal"),
-		"  segment_size: 16MiB", "  segment_size: 4KiB",
-		"  world: ./saga-data/world", "  world: "+world,
-		"  listen: 127.0.0.1:1883", fmt.Sprintf("  listen: 127.0.0.1:%d", brokerPort),
-		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
-		`  reset_token_file: ""`, "  reset_token_file: "+filepath.Join(dir, "token"),
-		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
-		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
-	).Replace(defaultYAMLForTests(t))
-	cfgPath := filepath.Join(dir, "arm.yaml")
-	os.WriteFile(cfgPath, []byte(text), 0o600)
-	if out, code := run(t, "check-config", cfgPath); code != 0 {
-		t.Fatalf("test config invalid:\n%s", out)
-	}
+	cfgPath, httpAddr, brokerPort := smallSegmentsConfig(t, dir, filepath.Join(jfs, "journal"), token)
 	d := &daemonProc{t: t, cfgPath: cfgPath, http: httpAddr}
 	d.start()
 	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
@@ -141,4 +124,31 @@ func TestDiskFullThenRestart(t *testing.T) {
 	if got := shoulder(); got != 10 {
 		t.Fatalf("the abort drove the shoulder to %g; it was at 10 before the saga", got)
 	}
+}
+
+// smallSegmentsConfig writes dir/arm.yaml: the embedded default (locked
+// broker, sim arm) with its journal in journal, in 4 KiB segments, the
+// world in dir/world, free ports for HTTP and the broker, and token as the
+// operator's reset token. It returns the config's path and the ports.
+func smallSegmentsConfig(t *testing.T, dir, journal, token string) (cfgPath, httpAddr string, brokerPort int) {
+	t.Helper()
+	httpAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	brokerPort = freePort(t)
+	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
+	text := strings.NewReplacer(
+		"  dir: ./saga-data/journal", "  dir: "+journal,
+		"  segment_size: 16MiB", "  segment_size: 4KiB",
+		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),
+		"  listen: 127.0.0.1:1883", fmt.Sprintf("  listen: 127.0.0.1:%d", brokerPort),
+		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
+		`  reset_token_file: ""`, "  reset_token_file: "+filepath.Join(dir, "token"),
+		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
+		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
+	).Replace(defaultYAMLForTests(t))
+	cfgPath = filepath.Join(dir, "arm.yaml")
+	os.WriteFile(cfgPath, []byte(text), 0o600)
+	if out, code := run(t, "check-config", cfgPath); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	return cfgPath, httpAddr, brokerPort
 }

@@ -27,26 +27,9 @@ import (
 // (issue 14).
 func TestJournalLossRefusedUntilAccepted(t *testing.T) {
 	dir := t.TempDir()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	brokerPort := freePort(t)
 	token := "operator-secret-0123456789abcdef-journalloss"
-	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
 	journal := filepath.Join(dir, "journal")
-	text := strings.NewReplacer(
-		"  dir: ./saga-data/journal", "  dir: "+journal,
-		"  segment_size: 16MiB", "  segment_size: 4KiB",
-		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),
-		"  listen: 127.0.0.1:1883", fmt.Sprintf("  listen: 127.0.0.1:%d", brokerPort),
-		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
-		`  reset_token_file: ""`, "  reset_token_file: "+filepath.Join(dir, "token"),
-		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
-		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
-	).Replace(defaultYAMLForTests(t))
-	cfgPath := filepath.Join(dir, "arm.yaml")
-	os.WriteFile(cfgPath, []byte(text), 0o600)
-	if out, code := run(t, "check-config", cfgPath); code != 0 {
-		t.Fatalf("test config invalid:\n%s", out)
-	}
+	cfgPath, httpAddr, brokerPort := smallSegmentsConfig(t, dir, journal, token)
 	d := &daemonProc{t: t, cfgPath: cfgPath, http: httpAddr}
 	d.start()
 	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })

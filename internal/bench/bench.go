@@ -219,55 +219,41 @@ func Run(args []string, w io.Writer) (err error) {
 		res := &RSSResult{Dir: dir, SettleNs: int64(*settle), FloodNs: int64(*floodTime), AfterNs: int64(*after),
 			FloodClients: rssFloodClients, FloodWindow: rssFloodWindow, FloodBigBytes: rssBigBytes, FloodBigEvery: rssBigEvery, IdleClients: rssIdleClients}
 		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
-		if err := measureRSS(ctx, res, opt, prog); err != nil {
-			if ctx.Err() != nil {
-				return cli.Exit(130, "interrupted")
-			}
-			return err
-		}
-		res.TookNs = int64(time.Since(start))
-		prog("")
-		if *asJSON {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		}
-		printRSS(w, res)
-		return nil
+		return report(ctx, w, *asJSON, start, prog, func() error { return measureRSS(ctx, res, opt, prog) },
+			&res.TookNs, res, func() { printRSS(w, res) })
 	}
 	if *mqttFlag {
 		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
 		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, slowFsync: *slowFsync, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
-		if err := measureFrontDoor(ctx, res, opt, prog); err != nil {
-			if ctx.Err() != nil {
-				return cli.Exit(130, "interrupted")
-			}
-			return err
-		}
-		res.TookNs = int64(time.Since(start))
-		prog("")
-		if *asJSON {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
-		}
-		printFrontDoor(w, res)
-		return nil
+		return report(ctx, w, *asJSON, start, prog, func() error { return measureFrontDoor(ctx, res, opt, prog) },
+			&res.TookNs, res, func() { printFrontDoor(w, res) })
 	}
 	res := &benchResult{Dir: dir, Disk: disk, Warning: warning, N: *n, RecordBytes: benchRecordSize}
-	if err := measureAll(ctx, res, prog); err != nil {
+	return report(ctx, w, *asJSON, start, nil, func() error { return measureAll(ctx, res, prog) },
+		&res.TookNs, res, func() { printBench(w, res) })
+}
+
+// report runs a measurement and prints its result, as one JSON object or
+// as text: an interruption is exit 130, and the time taken goes into took.
+// prog, if set, clears the progress line before the result is printed.
+func report(ctx context.Context, w io.Writer, asJSON bool, start time.Time, prog func(string),
+	measure func() error, took *int64, res any, print func()) error {
+	if err := measure(); err != nil {
 		if ctx.Err() != nil {
 			return cli.Exit(130, "interrupted")
 		}
 		return err
 	}
-	res.TookNs = int64(time.Since(start))
-	if *asJSON {
+	*took = int64(time.Since(start))
+	if prog != nil {
+		prog("")
+	}
+	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	printBench(w, res)
+	print()
 	return nil
 }
 
