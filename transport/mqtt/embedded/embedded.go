@@ -590,10 +590,12 @@ func filterMatches(filter, topic string) bool {
 // delivery comes next, and only queues messages) until its packet is
 // processed; a retained store holds the write side from the end of
 // OnPublish (or OnWill) to OnRetainMessage. Neither window holds any I/O,
-// so the waits are short. A store still tries for at most retainWait and
-// then goes ahead unguarded (counted): the supervisor's retained status
-// must never wait on a client, and the race's worst case is a node's path
-// rewritten with the same topic.
+// so the waits are short. Either side tries for at most retainWait and
+// then goes ahead unguarded (counted): no client's packets may stall on
+// this lock (in one CI run, after a client-id takeover, the supervisor
+// reconnected and then heard nothing more: a read side waiting for ever is
+// the likeliest cause I found, not a proven one), and the
+// race's worst case is a node's path rewritten with the same topic.
 type retainGuard struct {
 	retainMu sync.RWMutex
 	writers  sync.Map // *mqtt.Client → struct{}: holds retainMu
@@ -637,9 +639,21 @@ func (g *guard) OnRetainMessage(cl *mqtt.Client, _ packets.Packet, _ int64) { g.
 // OnPacketSent takes the read side once a subscribe's SUBACK is written:
 // mochi delivers the subscription's retained messages next.
 func (g *guard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
-	if pk.FixedHeader.Type == packets.Suback {
-		g.retainMu.RLock()
-		g.readers.Store(cl, struct{}{})
+	if pk.FixedHeader.Type != packets.Suback {
+		return
+	}
+	// Bounded like a store's wait: nothing in the broker may wait on this
+	// lock for ever (a client's packets are read on the goroutine that
+	// would wait).
+	for deadline := time.Now().Add(retainWait); ; time.Sleep(20 * time.Microsecond) {
+		if g.retainMu.TryRLock() {
+			g.readers.Store(cl, struct{}{})
+			return
+		}
+		if time.Now().After(deadline) {
+			g.unsafe.Add(1)
+			return
+		}
 	}
 }
 
