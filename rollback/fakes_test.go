@@ -160,7 +160,7 @@ type rig struct {
 	owner   Owner
 }
 
-func newRig(t *testing.T, mod func(*Config)) *rig {
+func newRig(t testing.TB, mod func(*Config)) *rig {
 	t.Helper()
 	r := &rig{j: &memJournal{}, w: &fakeWorld{value: map[string]float64{}}, drivers: map[string]*fakeDriver{}}
 	var list []*actuators.Actuator
