@@ -26,20 +26,31 @@ import (
 // write: a crash loses nothing it names, and the newest second or so of
 // records is protected only by the segments themselves, as before.
 //
-// Layout (little endian, 64 bytes, like a segment header):
+// It also names the first record retention keeps (see Retention): records
+// before it were deleted on purpose, behind a checkpoint; a first segment
+// starting later than that was deleted by something else, and is a loss
+// like the newest one's. Retention moves it forward before it deletes.
+//
+// Layout (little endian, 80 bytes):
 //
 //	off 0   magic     [8]byte "SAGAANCH"
-//	off 8   version   uint32  1
-//	off 12  size      uint32  64
+//	off 8   version   uint32  2
+//	off 12  size      uint32  80
 //	off 16  seq       uint64  a durable record (0: none yet)
 //	off 24  hash      [32]byte its hash (GenesisHash() for seq 0)
-//	off 56  crc32c    uint32  over bytes [0, 56)
-//	off 60  zero      [4]byte must be zero
+//	off 56  first     uint64  the first record retention keeps (≥ 1)
+//	off 64  crc32c    uint32  over bytes [0, 64)
+//	off 68  zero      [12]byte must be zero
+//
+// Version 1 (64 bytes, written before retention existed: seq and hash as
+// above, the CRC32C over [0, 56) at 56, zeros at 60-63) is still read, as
+// first = 1.
 const (
 	anchorName    = "ANCHOR"
-	anchorSize    = 64
+	anchorSize    = 80
 	anchorMagic   = "SAGAANCH"
-	anchorVersion = 1
+	anchorVersion = 2
+	anchorV1Size  = 64
 )
 
 // DefaultAnchorEvery is the default Options.AnchorEvery.
@@ -67,8 +78,9 @@ func (e *LossError) Error() string {
 func (e *LossError) Is(target error) bool { return target == ErrLost }
 
 type anchor struct {
-	seq  uint64
-	hash [32]byte
+	seq   uint64
+	hash  [32]byte
+	first uint64 // the first record retention keeps
 }
 
 func (a anchor) encode() []byte {
@@ -78,27 +90,40 @@ func (a anchor) encode() []byte {
 	binary.LittleEndian.PutUint32(b[12:], anchorSize)
 	binary.LittleEndian.PutUint64(b[16:], a.seq)
 	copy(b[24:56], a.hash[:])
-	binary.LittleEndian.PutUint32(b[56:], crc32.Checksum(b[:56], castagnoli))
+	binary.LittleEndian.PutUint64(b[56:], max(a.first, 1))
+	binary.LittleEndian.PutUint32(b[64:], crc32.Checksum(b[:64], castagnoli))
 	return b
 }
 
 func decodeAnchor(b []byte) (anchor, error) {
+	size, crcAt := anchorSize, 64
+	if len(b) >= 16 && binary.LittleEndian.Uint32(b[8:]) == 1 {
+		size, crcAt = anchorV1Size, 56
+	}
 	switch {
-	case len(b) != anchorSize:
-		return anchor{}, fmt.Errorf("%d bytes, want %d", len(b), anchorSize)
-	case crc32.Checksum(b[:56], castagnoli) != binary.LittleEndian.Uint32(b[56:]):
+	case len(b) != size:
+		return anchor{}, fmt.Errorf("%d bytes, want %d", len(b), size)
+	case crc32.Checksum(b[:crcAt], castagnoli) != binary.LittleEndian.Uint32(b[crcAt:]):
 		return anchor{}, errors.New("CRC32C mismatch")
 	case string(b[:8]) != anchorMagic:
 		return anchor{}, fmt.Errorf("bad magic %q", b[:8])
-	case binary.LittleEndian.Uint32(b[8:]) != anchorVersion:
+	case binary.LittleEndian.Uint32(b[8:]) != anchorVersion && size == anchorSize:
 		return anchor{}, fmt.Errorf("unsupported version %d", binary.LittleEndian.Uint32(b[8:]))
-	case binary.LittleEndian.Uint32(b[12:]) != anchorSize:
+	case int(binary.LittleEndian.Uint32(b[12:])) != size:
 		return anchor{}, fmt.Errorf("unsupported size %d", binary.LittleEndian.Uint32(b[12:]))
-	case b[60]|b[61]|b[62]|b[63] != 0:
-		return anchor{}, fmt.Errorf("bytes 60-63 are % x, not zero", b[60:64])
 	}
-	a := anchor{seq: binary.LittleEndian.Uint64(b[16:])}
+	for _, z := range b[crcAt+4 : size] {
+		if z != 0 {
+			return anchor{}, fmt.Errorf("bytes %d-%d are % x, not zero", crcAt+4, size-1, b[crcAt+4:size])
+		}
+	}
+	a := anchor{seq: binary.LittleEndian.Uint64(b[16:]), first: 1}
 	copy(a.hash[:], b[24:56])
+	if size == anchorSize {
+		if a.first = binary.LittleEndian.Uint64(b[56:]); a.first == 0 {
+			return anchor{}, errors.New("first record 0")
+		}
+	}
 	return a, nil
 }
 
@@ -166,6 +191,9 @@ func checkAnchor(a *anchor, aerr error, res walkResult, hashAt *[32]byte) *LossE
 		}
 		return &LossError{AnchorSeq: a.seq, LastSeq: res.lastSeq,
 			Reason: fmt.Sprintf("the anchor says record %d was durable, but the journal ends at record %d: %s are gone (a segment deleted, or an older copy of the journal)", a.seq, res.lastSeq, what)}
+	case len(res.segs) > 0 && res.segs[0].first > a.first:
+		return &LossError{AnchorSeq: a.seq, LastSeq: res.lastSeq,
+			Reason: fmt.Sprintf("records %d to %d are gone: the first segment is %s, but retention kept records from %d on (a segment deleted by hand, or an older copy)", a.first, res.segs[0].first-1, res.segs[0].name, a.first)}
 	case hashAt != nil && *hashAt != a.hash:
 		return &LossError{AnchorSeq: a.seq, LastSeq: res.lastSeq,
 			Reason: fmt.Sprintf("record %d is not the one the anchor names (its hash differs): another or an older copy of the journal", a.seq)}
@@ -200,14 +228,15 @@ func (l *Log) anchorer(every time.Duration) {
 func (l *Log) anchorTo(a anchor) {
 	l.anchorMu.Lock()
 	defer l.anchorMu.Unlock()
-	if a.seq <= l.anchored {
+	if a.seq <= l.anchor.seq {
 		return
 	}
+	a.first = l.anchor.first
 	if err := writeAnchor(l.fsys, l.dir, a); err != nil {
 		l.mu.Lock()
 		l.stats.AnchorFailures++
 		l.mu.Unlock()
 		return
 	}
-	l.anchored = a.seq
+	l.anchor = a
 }

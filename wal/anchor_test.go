@@ -225,7 +225,7 @@ func TestAnchorFollowsWrites(t *testing.T) {
 	appendN(t, l, m, 20, 100)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := fsys.ReadFile("/j/ANCHOR")
-		if len(b) == 64 && binary.LittleEndian.Uint64(b[16:]) == 20 {
+		if len(b) == 80 && binary.LittleEndian.Uint64(b[16:]) == 20 {
 			break
 		}
 		if time.Now().After(deadline) {

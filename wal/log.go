@@ -24,6 +24,14 @@ type OpenReport struct {
 	// LossAccepted is the loss Open found and went past because of
 	// Options.AcceptLoss; nil if nothing was lost. The caller journals it.
 	LossAccepted *LossError
+	// Checkpoint is the checkpoint Open started from (nil: the journal's
+	// start): Records counts only the records after it, the ones the
+	// caller must apply on top of its payload.
+	Checkpoint *Checkpoint
+	// CheckpointsDamaged are checkpoint files that did not decode and
+	// were passed over (an older one, or the whole journal, stood in:
+	// nothing is lost by it). They are left in place for the operator.
+	CheckpointsDamaged []CheckpointDamage
 }
 
 // Log is an open journal. Append, Enqueue, Sync, LastSeq and Err may be
@@ -89,11 +97,16 @@ type Log struct {
 	flushArmed bool
 
 	// The anchor (anchor.go): anchorMu serialises its writes (the
-	// anchorer goroutine, a rollover, Close); anchored is the seq it names.
+	// anchorer goroutine, a rollover, Close, retention); anchor is what
+	// it says now (seq 0 before the first write).
 	anchorMu   sync.Mutex
-	anchored   uint64
+	anchor     anchor
 	anchorStop chan struct{} // nil without an anchorer goroutine
 	anchorDone chan struct{}
+
+	// ckptMu serialises checkpoint writes and retention passes.
+	ckptMu    sync.Mutex
+	retention Retention // Options.Retention
 
 	onBatch BatchObserver // Options.OnBatch
 	// deterministic: Options.Deterministic (a lone caller always writes
@@ -142,9 +155,17 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 	if aerr != nil && !errors.As(aerr, &dmg) {
 		return nil, aerr
 	}
-	wo := walkOpts{from: 1}
+	sp, err := findStart(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var ancSeq uint64
 	if anc != nil {
-		wo.hashAt = anc.seq
+		ancSeq = anc.seq
+	}
+	wo := sp.walkOpts(ancSeq)
+	if sp.ckpt == nil && opt.AcceptLoss {
+		wo.trustFirst = true // segments missing at the start: accepted below
 	}
 	res, err := walk(fsys, dir, wo)
 	if err != nil {
@@ -153,7 +174,10 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 	if res.corrupt != nil {
 		return nil, res.corrupt
 	}
-	loss := checkAnchor(anc, aerr, res, res.hashAt)
+	loss := sp.loss(res.lastSeq)
+	if loss == nil {
+		loss = checkAnchor(anc, aerr, res, res.hashAt)
+	}
 	if loss != nil && !opt.AcceptLoss {
 		return nil, loss
 	}
@@ -171,14 +195,27 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 		done:     make(chan struct{}),
 		sha:      sha256.New(),
 		report: OpenReport{
-			Records:  res.records,
-			Segments: res.segments,
-			LastSeq:  res.lastSeq,
-			LastHash: res.lastHash,
+			Records:            res.records,
+			Segments:           res.segments,
+			LastSeq:            res.lastSeq,
+			LastHash:           res.lastHash,
+			Checkpoint:         sp.ckpt,
+			CheckpointsDamaged: sp.damaged,
 		},
+		retention: opt.Retention,
+	}
+	if len(sp.segs) > 0 {
+		l.stats.FirstSeq, l.stats.SegmentFiles = sp.segs[0].first, len(sp.segs)
+	}
+	if sp.ckpt != nil {
+		l.stats.CheckpointSeq = sp.ckpt.At.Seq
+	}
+	l.anchor.first = 1
+	if len(sp.segs) > 0 {
+		l.anchor.first = sp.segs[0].first
 	}
 	if loss == nil && anc != nil {
-		l.anchored = anc.seq
+		l.anchor = *anc
 	}
 	if res.torn != nil {
 		cut, err := cutSegment(fsys, dir, res.torn.Segment, res.torn.Offset, res.torn.Reason)
@@ -223,12 +260,17 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 		// Accepted: from here on the journal is what is left. The anchor
 		// moves back to its end, before anything new is written.
 		l.report.LossAccepted = loss
-		if err := writeAnchor(fsys, dir, anchor{seq: l.durable, hash: l.durableH}); err != nil {
+		if err := setAsideCheckpoints(fsys, dir, sp.mismatch); err != nil {
 			l.prep.stop()
 			l.cur.Close()
 			return nil, err
 		}
-		l.anchored = l.durable
+		if err := writeAnchor(fsys, dir, anchor{seq: l.durable, hash: l.durableH, first: l.anchor.first}); err != nil {
+			l.prep.stop()
+			l.cur.Close()
+			return nil, err
+		}
+		l.anchor = anchor{seq: l.durable, hash: l.durableH, first: l.anchor.first}
 	}
 	l.maybePrepare(l.segOff)
 	if !opt.Deterministic && opt.AnchorEvery > 0 {
@@ -317,6 +359,17 @@ type Stats struct {
 	// AnchorFailures counts anchor writes that failed (the anchor then
 	// stays where it was: it protects less, and nothing is wrong).
 	AnchorFailures uint64
+	// Checkpoints counts checkpoints written; CheckpointSeq is the record
+	// the newest one covers (Open's, until one is written).
+	Checkpoints   uint64
+	CheckpointSeq uint64
+	// SegmentsDeleted counts segments retention deleted; SegmentFiles,
+	// SegmentBytes and FirstSeq describe the segments left, as of Open
+	// or the last retention pass.
+	SegmentsDeleted uint64
+	SegmentFiles    int
+	SegmentBytes    int64
+	FirstSeq        uint64
 }
 
 // Stats returns the counters; Records/Batches is the group-commit factor.

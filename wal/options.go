@@ -54,6 +54,9 @@ type Options struct {
 	// OpenReport().LossAccepted, for the caller to journal, and moves the
 	// anchor to where the journal now ends.
 	AcceptLoss bool
+	// Retention bounds the journal's disk use once checkpoints are
+	// written (see Retention); the zero value keeps every segment.
+	Retention Retention
 }
 
 // BatchObserver is told of every durable batch (Options.OnBatch).

@@ -177,6 +177,12 @@ type walkResult struct {
 	corrupt *CorruptionError // set: the journal must not be opened
 	torn    *TailCut         // set: bytes to cut at (segs[seg], off)
 	hashAt  *[32]byte        // the hash of record opts.hashAt, if the walk verified it
+	lastOff int64            // where the last valid record's frame starts (in segs[seg])
+	// baseGone: the walk from opts.base found no such record (the
+	// segment holding it is missing, or the journal ends before it);
+	// baseDiffers: the frame there is another record. Either way the
+	// walk stopped at once (see walkOpts.base).
+	baseGone, baseDiffers bool
 }
 
 // walkOpts controls a walk.
@@ -187,6 +193,16 @@ type walkOpts struct {
 	stopBefore uint64
 	fn         func(Record) error // may be nil
 	hashAt     uint64             // non-zero: keep this record's hash (walkResult.hashAt), to check the anchor
+	// base, if set, starts the walk at a known record instead of the
+	// start: the frame at base.Offset in the segment holding base.Seq must
+	// be that record, with that hash; the walk goes on after it (from is
+	// then ignored). A checkpoint's position is a base.
+	base *Position
+	// trustFirst lets the first segment there is start after seq 1, its
+	// (CRC-checked) header then anchoring the chain: the segments before
+	// it were deleted by retention behind a checkpoint. Scan always trusts
+	// it; Verify and Open only when a checkpoint stands in for them.
+	trustFirst bool
 }
 
 // walker carries the state of one pass over the journal.
@@ -213,7 +229,18 @@ func walk(fsys FS, dir string, opts walkOpts) (walkResult, error) {
 		return w.res, err
 	}
 	start := 0
-	if opts.from > 1 {
+	if opts.base != nil {
+		start = -1
+		for i, s := range segs {
+			if s.first <= opts.base.Seq {
+				start = i
+			}
+		}
+		if start < 0 {
+			w.res.baseGone = true
+			return w.res, nil
+		}
+	} else if opts.from > 1 {
 		// Records before the segment holding from are not re-verified: that
 		// is Verify's and Open's job, and it keeps Scan proportional to what
 		// it delivers. The start segment's header (CRC-checked) anchors the
@@ -266,7 +293,9 @@ func (w *walker) segment(f File, i, start int) (done bool, err error) {
 		return w.fail(s.name, 0, herr.Error())
 	case hdr.firstSeq != s.first:
 		return w.fail(s.name, 0, fmt.Sprintf("segment header says first seq %d, file name says %d", hdr.firstSeq, s.first))
-	case i == start && start > 0:
+	case i == start && w.opts.base != nil:
+		return w.fromBase(s, i)
+	case i == start && (start > 0 || w.opts.trustFirst && hdr.firstSeq > 1):
 		// Scan from the middle: the CRC-checked header is the anchor.
 		res.lastSeq, res.lastHash = hdr.firstSeq-1, hdr.prevHash
 	case hdr.firstSeq != res.lastSeq+1:
@@ -279,7 +308,48 @@ func (w *walker) segment(f File, i, start int) (done bool, err error) {
 		return w.fail(s.name, 0, "segment header's previous hash does not match the last record before it")
 	}
 	res.seg, res.off, res.segSize = i, segHeaderSize, size
-	off := int64(segHeaderSize)
+	return w.frames(s, i, segHeaderSize)
+}
+
+// fromBase starts the walk at opts.base, in segment i (s): the frame there
+// must be that record.
+func (w *walker) fromBase(s segRef, i int) (done bool, err error) {
+	res, b := &w.res, w.opts.base
+	rec, fb, err := w.rd.frameAt(b.Offset)
+	if err != nil && !isFrameError(err) {
+		return true, err
+	}
+	switch {
+	case err != nil && b.Offset >= w.rd.size:
+		res.baseGone = true
+		return true, nil
+	case err != nil:
+		// Zeros (the journal ends before it) or damage: which one is
+		// the next walk's business; this base cannot be used.
+		if lnz, lerr := w.rd.lastNonZero(b.Offset); lerr == nil && lnz < 0 {
+			res.baseGone = true
+		} else {
+			res.baseDiffers = true
+		}
+		return true, nil
+	case rec.Seq != b.Seq || rec.Hash != b.Hash:
+		res.baseDiffers = true
+		return true, nil
+	}
+	res.records++
+	res.lastSeq, res.lastHash, res.lastOff = rec.Seq, rec.Hash, b.Offset
+	if rec.Seq == w.opts.hashAt {
+		h := rec.Hash
+		res.hashAt = &h
+	}
+	off := b.Offset + int64(len(fb))
+	res.seg, res.off, res.segSize = i, off, w.rd.size
+	return w.frames(s, i, off)
+}
+
+// frames verifies the frames of segment i (s) from off on.
+func (w *walker) frames(s segRef, i int, off int64) (done bool, err error) {
+	res, rd := &w.res, &w.rd
 	var ferr error
 	for {
 		if w.opts.stopBefore != 0 && res.lastSeq+1 >= w.opts.stopBefore {
@@ -300,7 +370,7 @@ func (w *walker) segment(f File, i, start int) (done bool, err error) {
 			return w.fail(s.name, off, "hash chain broken: stored hash does not follow from the previous record")
 		}
 		res.records++
-		res.lastSeq, res.lastHash = rec.Seq, rec.Hash
+		res.lastSeq, res.lastHash, res.lastOff = rec.Seq, rec.Hash, off
 		if rec.Seq == w.opts.hashAt {
 			h := rec.Hash
 			res.hashAt = &h
@@ -352,7 +422,7 @@ func Scan(dir string, opt Options, fromSeq uint64, fn func(Record) error) error 
 	if err != nil {
 		return err
 	}
-	res, err := walk(opt.FS, dir, walkOpts{from: max(fromSeq, 1), fn: fn})
+	res, err := walk(opt.FS, dir, walkOpts{from: max(fromSeq, 1), fn: fn, trustFirst: true})
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,31 @@ func TruncateAt(dir string, opt Options, seq uint64) (err error) {
 			err = uerr
 		}
 	}()
-	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: seq})
+	// Checkpoints covering records the cut removes go first (kept as
+	// .broken): one left ahead of the journal would read as a loss. What
+	// is left must still be rebuildable: from segment 1, or from a kept
+	// checkpoint if retention deleted the first segments.
+	good, _, err := readCheckpoints(fsys, dir)
+	if err != nil {
+		return err
+	}
+	var drop []CheckpointDamage
+	kept := false
+	for _, c := range good {
+		if c.At.Seq >= seq {
+			drop = append(drop, CheckpointDamage{Name: c.Name})
+		} else {
+			kept = true
+		}
+	}
+	segs, err := listSegments(fsys, dir)
+	if err != nil {
+		return err
+	}
+	if !kept && len(segs) > 0 && segs[0].first > 1 {
+		return fmt.Errorf("wal: TruncateAt(%d): the journal starts at record %d and no checkpoint before the cut would cover the records before it", seq, segs[0].first)
+	}
+	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: seq, trustFirst: kept})
 	if err != nil {
 		return err
 	}
@@ -165,7 +189,14 @@ func TruncateAt(dir string, opt Options, seq uint64) (err error) {
 	// The operator cuts the journal here: the anchor moves back first, so
 	// that neither the cut nor a crash half-way through it is taken for a
 	// loss by the next Open (the records it keeps are verified above).
-	if err := writeAnchor(fsys, dir, anchor{seq: res.lastSeq, hash: res.lastHash}); err != nil {
+	first := uint64(1)
+	if len(segs) > 0 {
+		first = segs[0].first
+	}
+	if err := writeAnchor(fsys, dir, anchor{seq: res.lastSeq, hash: res.lastHash, first: first}); err != nil {
+		return err
+	}
+	if err := setAsideCheckpoints(fsys, dir, drop); err != nil {
 		return err
 	}
 	// Everything after the cut point goes: first whole later segments (or

@@ -17,11 +17,22 @@ type VerifyReport struct {
 	// differ, or the anchor is damaged (Open would refuse the journal
 	// unless told to accept the loss).
 	Lost *LossError
+	// FirstSeq is the first record the segments hold (1 unless retention
+	// deleted segments behind a checkpoint).
+	FirstSeq uint64
+	// Checkpoint is the newest checkpoint that matches the journal, the
+	// one Open would start from; nil if none.
+	Checkpoint *Checkpoint
+	// CheckpointsDamaged are checkpoint files that do not decode (Open
+	// passes over them to an older one or the journal's start).
+	CheckpointsDamaged []CheckpointDamage
 }
 
-// OK reports whether the journal is clean: no corruption, no torn tail and
-// nothing lost.
-func (r VerifyReport) OK() bool { return r.Broken == nil && r.TornTail == nil && r.Lost == nil }
+// OK reports whether the journal is clean: no corruption, no torn tail,
+// nothing lost and no damaged checkpoint.
+func (r VerifyReport) OK() bool {
+	return r.Broken == nil && r.TornTail == nil && r.Lost == nil && len(r.CheckpointsDamaged) == 0
+}
 
 // Verify checks the whole journal in dir without changing anything: every
 // segment header, frame CRC, sequence number and hash link. Damage is
@@ -37,7 +48,14 @@ func Verify(dir string, opt Options) (VerifyReport, error) {
 	if aerr != nil && !errors.As(aerr, &dmg) {
 		return VerifyReport{}, aerr
 	}
-	wo := walkOpts{from: 1}
+	sp, err := findStart(opt.FS, dir)
+	if err != nil {
+		return VerifyReport{}, err
+	}
+	// Every record there is, from the first segment: one retention left
+	// starting after seq 1 is anchored by its header when a checkpoint
+	// matching the journal stands in for what went before.
+	wo := walkOpts{from: 1, trustFirst: sp.ckpt != nil}
 	if anc != nil {
 		wo.hashAt = anc.seq
 	}
@@ -46,15 +64,23 @@ func Verify(dir string, opt Options) (VerifyReport, error) {
 		return VerifyReport{}, err
 	}
 	rep := VerifyReport{
-		Records:  res.records,
-		Segments: res.segments,
-		LastSeq:  res.lastSeq,
-		LastHash: res.lastHash,
-		Broken:   res.corrupt,
-		TornTail: res.torn,
+		Records:            res.records,
+		Segments:           res.segments,
+		LastSeq:            res.lastSeq,
+		LastHash:           res.lastHash,
+		Broken:             res.corrupt,
+		TornTail:           res.torn,
+		Checkpoint:         sp.ckpt,
+		CheckpointsDamaged: sp.damaged,
+	}
+	if len(sp.segs) > 0 {
+		rep.FirstSeq = sp.segs[0].first
 	}
 	if res.corrupt == nil {
-		rep.Lost = checkAnchor(anc, aerr, res, res.hashAt)
+		rep.Lost = sp.loss(res.lastSeq)
+		if rep.Lost == nil {
+			rep.Lost = checkAnchor(anc, aerr, res, res.hashAt)
+		}
 	}
 	return rep, nil
 }
