@@ -27,6 +27,9 @@ type Options struct {
 	// after open sagas are finished (the daemon extends systemd's start
 	// timeout while it is called).
 	Progress func()
+	// Checkpoint, if its Every is set, keeps checkpoints while the engine
+	// serves (see Checkpointer); the zero value writes none.
+	Checkpoint CheckpointOptions
 }
 
 // Result is a journal taken over and an engine ready to serve.
@@ -45,6 +48,13 @@ type Result struct {
 	Reports []*rollback.Report
 	// Took is how long verify + rebuild + unwinds took.
 	Took time.Duration
+	// CheckpointMismatch, if set, says that the checkpoint started from
+	// was taken with other actuators configured (rollback.ErrSnapshotMismatch):
+	// what it knew of the actuators both configurations have is restored.
+	CheckpointMismatch string
+	// Checkpointer writes checkpoints while the daemon runs (nil unless
+	// Options.Checkpoint.Every is set).
+	Checkpointer *Checkpointer
 }
 
 // Clean reports whether every saga recovery finished was unwound clean.
@@ -85,25 +95,56 @@ func Open(opt Options) (_ *Result, err error) {
 		}
 	}
 	progress()
+	// The journal's state is rebuilt in a replay-only engine — from the
+	// newest checkpoint, if any, plus the records after it — and handed to
+	// the serving engine as a snapshot: one path, whether the journal has
+	// a checkpoint or not. The replay engine stays, fed from the durable
+	// journal, to write the next checkpoints (Checkpointer).
+	shadowCfg := opt.Engine
+	shadowCfg.Journal, shadowCfg.Logger, shadowCfg.OnHalt = replayOnly{}, nil, nil
+	shadow, err := rollback.New(shadowCfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			shadow.Close()
+		}
+	}()
+	var from wal.Position
+	if ck := res.Opened.Checkpoint; ck != nil {
+		if rerr := shadow.Restore(ck.Payload); errors.Is(rerr, rollback.ErrSnapshotMismatch) {
+			res.CheckpointMismatch = rerr.Error()
+		} else if rerr != nil {
+			return nil, fmt.Errorf("recovery: checkpoint %s: %w", ck.Name, rerr)
+		}
+		from = ck.At
+	}
+	pos, err := res.Log.Follow(from, func(r wal.Record) error {
+		res.Replayed++
+		if res.Replayed%4096 == 0 {
+			progress()
+		}
+		return shadow.Apply(r.Seq, r.Type, r.Payload)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
+	}
+	snap, err := shadow.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
+	}
 	cfg := opt.Engine
 	cfg.Journal = res.Log
 	res.Engine, err = rollback.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	last := res.Opened.LastSeq
-	err = wal.Scan(opt.Dir, opt.WAL, 1, func(r wal.Record) error {
-		if r.Seq > last {
-			return errStop // records appended by this process (none yet)
-		}
-		res.Replayed++
-		if res.Replayed%4096 == 0 {
-			progress()
-		}
-		return res.Engine.Apply(r.Seq, r.Type, r.Payload)
-	})
-	if err != nil && !errors.Is(err, errStop) {
+	if err = res.Engine.Restore(snap); err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
+	}
+	if opt.Checkpoint.Every <= 0 {
+		shadow.Close()
 	}
 	// Before anything moves, the world is asked where it is. Where it
 	// differs from the journal — a halt's safe moves the full disk could not
@@ -153,11 +194,22 @@ func Open(opt Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("recovery: finishing open sagas: %w", err)
 	}
+	if opt.Checkpoint.Every > 0 {
+		// Started last: nothing after it can fail, so it never outlives
+		// a failed Open.
+		res.Checkpointer = startCheckpointer(res.Log, shadow, pos, opt.Checkpoint)
+	}
 	res.Took = time.Since(start)
 	return res, nil
 }
 
-var errStop = errors.New("stop")
+// replayOnly is the journal of the replay-only engine: it never journals.
+type replayOnly struct{}
+
+func (replayOnly) Enqueue(uint8, []byte) (uint64, error) {
+	return 0, errors.New("recovery: the replay engine journals nothing")
+}
+func (replayOnly) Sync() error { return nil }
 
 // Close closes the engine (waiting for its halt goroutine, which writes to
 // the journal), then the journal, which releases the lock. It is
@@ -166,6 +218,12 @@ func (r *Result) Close() error {
 	var errs []error
 	if r.Engine != nil {
 		errs = append(errs, r.Engine.Close())
+	}
+	if r.Checkpointer != nil {
+		// Everything the engine journaled, checkpointed: the next start
+		// replays nothing.
+		errs = append(errs, r.Checkpointer.Close())
+		r.Checkpointer = nil
 	}
 	if err := r.Log.Close(); !errors.Is(err, wal.ErrClosed) {
 		errs = append(errs, err)

@@ -89,6 +89,7 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		Supplies:    supplies,
 		JournalDir:  cfg.Journal.Dir,
 		WAL:         cfg.Journal.WALOptions(),
+		Checkpoint:  cfg.Journal.CheckpointOptions(),
 		Engine:      cfg.RollbackConfig(),
 		Leases:      lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
 		Ingress:     cfg.Agents.IngressOptions(),

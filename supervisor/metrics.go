@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
@@ -168,6 +169,45 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// journalStats registers the journal's disk and checkpoint gauges, read
+// from the Log (and its checkpointer) at every scrape.
+func (m *metrics) journalStats(res *recovery.Result) error {
+	l := res.Log
+	gauge := func(name, help string, get func(wal.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
+	}
+	counter := func(name, help string, get func(wal.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
+	}
+	cs := []prometheus.Collector{
+		gauge("saga_journal_segments", "Journal segment files on disk.", func(s wal.Stats) float64 { return float64(s.SegmentFiles) }),
+		gauge("saga_journal_disk_bytes", "Size of the journal's segment files (preallocated: their disk use). journal.retention.max_size bounds it.", func(s wal.Stats) float64 { return float64(s.SegmentBytes) }),
+		gauge("saga_journal_first_seq", "The first record the journal still holds (retention deletes segments behind the oldest checkpoint).", func(s wal.Stats) float64 { return float64(s.FirstSeq) }),
+		gauge("saga_journal_checkpoint_seq", "The record the newest checkpoint covers (0: none); a restart replays only the records after it.", func(s wal.Stats) float64 { return float64(s.CheckpointSeq) }),
+		gauge("saga_journal_durable_seq", "The last record fdatasynced.", func(wal.Stats) float64 { return float64(l.DurableSeq()) }),
+		counter("saga_journal_checkpoints_total", "Checkpoints written by this process.", func(s wal.Stats) float64 { return float64(s.Checkpoints) }),
+		counter("saga_journal_segments_deleted_total", "Segments retention deleted (archived first if journal.retention.archive_dir is set).", func(s wal.Stats) float64 { return float64(s.SegmentsDeleted) }),
+	}
+	if ck := res.Checkpointer; ck != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "saga_journal_checkpointer_up",
+			Help: "1 while checkpoints are kept; 0 once the checkpointer stopped (its replay could not follow the journal: see the log). Restarts then replay more, and retention stops.",
+		}, func() float64 {
+			if ck.Err() != nil {
+				return 0
+			}
+			return 1
+		}))
+	}
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+		m.own = append(m.own, c)
+	}
+	return nil
 }
 
 // unregister removes the saga_ collectors (a New that failed half way

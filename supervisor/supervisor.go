@@ -34,6 +34,9 @@ type Options struct {
 	JournalDir string
 	WAL        wal.Options
 	Engine     rollback.Config
+	// Checkpoint keeps journal checkpoints while serving (see
+	// recovery.Checkpointer); its Every 0 writes none.
+	Checkpoint recovery.CheckpointOptions
 	// Leases configures the lease manager; FirstEpoch and OnEnd are set by
 	// New.
 	Leases lease.Options
@@ -158,7 +161,16 @@ func New(opt Options) (*Supervisor, error) {
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
 	ec.OnHalt = s.haltApplied
-	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress}
+	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress, Checkpoint: opt.Checkpoint}
+	if ro.Checkpoint.Every > 0 {
+		ro.Checkpoint.Logger = lg
+		ro.Checkpoint.OnCheckpoint = func(at wal.Position, ret wal.RetentionReport) {
+			if len(ret.Deleted) > 0 {
+				lg.Info("journal retention: segments deleted behind the oldest checkpoint", "deleted", ret.Deleted,
+					"archive", opt.WAL.Retention.ArchiveDir, "first_seq", ret.FirstSeq, "segments", ret.Segments, "bytes", ret.Bytes)
+			}
+		}
+	}
 	ro.HaltFirst = func() string {
 		if opt.HaltLine != nil {
 			if why := opt.HaltLine.take(); why != "" {
@@ -186,6 +198,17 @@ func New(opt Options) (*Supervisor, error) {
 		m.unwound(rep)
 	}
 	s.rec, s.engine, s.journal, s.replayed = res, res.Engine, res.Log, res.Replayed
+	if err := m.journalStats(res); err != nil {
+		res.Close()
+		m.unregister()
+		return nil, err
+	}
+	for _, d := range res.Opened.CheckpointsDamaged {
+		lg.Warn("journal: a damaged checkpoint was passed over (an older one, or the journal itself, stood in: nothing is lost)", "checkpoint", d.String())
+	}
+	if res.CheckpointMismatch != "" {
+		lg.Warn("journal: the checkpoint was taken with other actuators configured", "detail", res.CheckpointMismatch)
+	}
 	if t := res.Opened.TailCut; t != nil {
 		s.tailCut = fmt.Sprintf("%d bytes at %s offset %d (%s), kept in %s", t.Bytes, t.Segment, t.Offset, t.Reason, t.BrokenFile)
 		m.tailCut.Set(float64(t.Bytes))

@@ -204,8 +204,16 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 		},
 		retention: opt.Retention,
 	}
+	l.stats.FirstSeq = 1
 	if len(sp.segs) > 0 {
 		l.stats.FirstSeq, l.stats.SegmentFiles = sp.segs[0].first, len(sp.segs)
+		for _, s := range sp.segs {
+			n, err := fileSize(fsys, filepath.Join(dir, s.name))
+			if err != nil {
+				return nil, err
+			}
+			l.stats.SegmentBytes += n
+		}
 	}
 	if sp.ckpt != nil {
 		l.stats.CheckpointSeq = sp.ckpt.At.Seq
@@ -236,6 +244,7 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 			return nil, err
 		}
 		l.report.Segments = 1
+		l.stats.SegmentFiles, l.stats.SegmentBytes = 1, l.segSize
 		l.segOff, l.segCap = segHeaderSize, l.segSize
 	} else {
 		name := res.segs[res.seg].name

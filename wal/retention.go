@@ -123,8 +123,11 @@ func (l *Log) retain() (RetentionReport, error) {
 	rep.FirstSeq = segs[gone].first
 	l.mu.Lock()
 	l.stats.SegmentsDeleted += uint64(gone)
-	l.stats.SegmentBytes = rep.Bytes
-	l.stats.SegmentFiles = rep.Segments
+	// Adjusted, not set: the writer counts segments it installs since.
+	for i := range gone {
+		l.stats.SegmentBytes -= sizes[i]
+	}
+	l.stats.SegmentFiles -= gone
 	l.stats.FirstSeq = rep.FirstSeq
 	l.mu.Unlock()
 	return rep, nil

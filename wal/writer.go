@@ -333,6 +333,8 @@ func (l *Log) writeLocked() {
 	l.stats.Records += b.last - l.durable
 	l.stats.Bytes += uint64(len(b.buf))
 	l.stats.Rollovers += uint64(len(b.rolls))
+	l.stats.SegmentFiles += len(b.rolls)
+	l.stats.SegmentBytes += int64(len(b.rolls)) * l.segSize
 	l.durable, l.durableH = b.last, b.lastH
 	l.durableSeq.Store(b.last)
 	l.lastReleased = int(b.ready.Load())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/ingress"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -94,6 +95,26 @@ type Journal struct {
 	Durability rollback.Durability `yaml:"durability"`
 	// SegmentSize is the preallocated size of new segments (default 16MiB).
 	SegmentSize Size `yaml:"segment_size"`
+	// CheckpointRecords: a checkpoint is written once this many records
+	// are durable after the last one (default 16384), so a restart
+	// replays at most about that many.
+	CheckpointRecords int `yaml:"checkpoint_records"`
+	// CheckpointInterval: a checkpoint is written at least this often
+	// while anything is journaled (default 5m).
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	// Retention bounds the segments kept behind the oldest checkpoint.
+	Retention Retention `yaml:"retention"`
+}
+
+// Retention bounds the journal's disk use (see wal.Retention): segments
+// wholly behind the oldest checkpoint kept go, oldest first, while the
+// journal is over MaxSize or they are older than MaxAge.
+type Retention struct {
+	MaxSize Size          `yaml:"max_size"` // default 256MiB; 0: no bound by size
+	MaxAge  time.Duration `yaml:"max_age"`  // default 0: no bound by age
+	// ArchiveDir, if set, keeps each deleted segment gzip-compressed
+	// there; that directory is not bounded.
+	ArchiveDir string `yaml:"archive_dir"`
 }
 
 // Unwind configures how sagas are unwound.
@@ -453,8 +474,20 @@ func (c *Config) RollbackConfig() rollback.Config {
 // WALOptions returns the journal's options (FS and FlushDelay left at
 // their defaults).
 func (j Journal) WALOptions() wal.Options {
-	return wal.Options{SegmentSize: int64(j.SegmentSize)}
+	return wal.Options{SegmentSize: int64(j.SegmentSize), Retention: wal.Retention{
+		MaxBytes: int64(j.Retention.MaxSize), MaxAge: j.Retention.MaxAge, ArchiveDir: j.Retention.ArchiveDir}}
 }
+
+// CheckpointOptions returns the checkpointer's options: it catches up with
+// the journal every second.
+func (j Journal) CheckpointOptions() recovery.CheckpointOptions {
+	return recovery.CheckpointOptions{Every: time.Second, Records: uint64(j.CheckpointRecords), Interval: j.CheckpointInterval}
+}
+
+// DefaultRetentionSize is journal.retention.max_size's default: sixteen
+// default segments, months of a busy robot's commands, a small part of an
+// SD card.
+const DefaultRetentionSize = 256 << 20
 
 // Heartbeat is how often an agent should renew a lease of the default TTL.
 func (l Leases) Heartbeat() time.Duration { return l.DefaultTTL / 4 }

@@ -95,7 +95,7 @@ func TestDefault(t *testing.T) {
 	if c.Journal.Dir != "./saga-data/journal" || c.Sim.World != "./saga-data/world" {
 		t.Errorf("journal %q world %q", c.Journal.Dir, c.Sim.World)
 	}
-	if got := c.Journal.WALOptions(); got != (wal.Options{SegmentSize: wal.DefaultSegmentSize}) {
+	if got := c.Journal.WALOptions(); got != (wal.Options{SegmentSize: wal.DefaultSegmentSize, Retention: wal.Retention{MaxBytes: config.DefaultRetentionSize}}) {
 		t.Errorf("WALOptions %+v", got)
 	}
 	wantEngine := rollback.Config{

@@ -72,9 +72,12 @@ var (
 func defaults() *Config {
 	return &Config{
 		Journal: Journal{
-			Dir:         "./saga-data/journal",
-			Durability:  rollback.EveryStep,
-			SegmentSize: wal.DefaultSegmentSize,
+			Dir:                "./saga-data/journal",
+			Durability:         rollback.EveryStep,
+			SegmentSize:        wal.DefaultSegmentSize,
+			CheckpointRecords:  16384,
+			CheckpointInterval: 5 * time.Minute,
+			Retention:          Retention{MaxSize: DefaultRetentionSize},
 		},
 		Unwind: Unwind{
 			Order:                 rollback.Retrace,
@@ -244,6 +247,18 @@ func (d *decoder) validateJournal(j Journal) {
 	}
 	if s := j.SegmentSize; d.ok("journal.segment_size") && (s < wal.MinSegmentSize || s > wal.MaxSegmentSize) {
 		d.errorf("journal.segment_size", "%s is outside %s..%s", s, Size(wal.MinSegmentSize), Size(wal.MaxSegmentSize))
+	}
+	if n := j.CheckpointRecords; d.ok("journal.checkpoint_records") && (n < 1 || n > 1<<24) {
+		d.errorf("journal.checkpoint_records", "%d is outside 1..%d", n, 1<<24)
+	}
+	if v := j.CheckpointInterval; d.ok("journal.checkpoint_interval") && (v < time.Second || v > 24*time.Hour) {
+		d.errorf("journal.checkpoint_interval", "%v is outside 1s..24h", v)
+	}
+	if r := j.Retention; d.ok("journal.retention.max_size") && r.MaxSize != 0 && r.MaxSize < 2*j.SegmentSize {
+		d.errorf("journal.retention.max_size", "%s is less than two segments (%s each): the journal could never get under it", r.MaxSize, j.SegmentSize)
+	}
+	if r := j.Retention; d.ok("journal.retention.max_age") && r.MaxAge < 0 {
+		d.errorf("journal.retention.max_age", "must not be negative")
 	}
 }
 
