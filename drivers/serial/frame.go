@@ -53,29 +53,16 @@ func (t Type) FromMCU() bool { return t&0x80 != 0 }
 
 // String returns the type's name from docs/SERIAL.md, or its number.
 func (t Type) String() string {
-	switch t {
-	case TypeHello:
-		return "HELLO"
-	case TypeSet:
-		return "SET"
-	case TypeHalt:
-		return "HALT"
-	case TypePing:
-		return "PING"
-	case TypeHelloAck:
-		return "HELLO_ACK"
-	case TypeSetAck:
-		return "SET_ACK"
-	case TypeHaltAck:
-		return "HALT_ACK"
-	case TypePong:
-		return "PONG"
-	case TypeTelemetry:
-		return "TELEMETRY"
-	case TypeNak:
-		return "NAK"
+	if name, ok := typeNames[t]; ok {
+		return name
 	}
 	return fmt.Sprintf("TYPE_0x%02X", uint8(t))
+}
+
+var typeNames = map[Type]string{
+	TypeHello: "HELLO", TypeSet: "SET", TypeHalt: "HALT", TypePing: "PING",
+	TypeHelloAck: "HELLO_ACK", TypeSetAck: "SET_ACK", TypeHaltAck: "HALT_ACK", TypePong: "PONG",
+	TypeTelemetry: "TELEMETRY", TypeNak: "NAK",
 }
 
 // Frame is one decoded frame.
