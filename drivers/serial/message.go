@@ -108,12 +108,7 @@ const (
 )
 
 // String returns the code's name from docs/SERIAL.md.
-func (c NakCode) String() string {
-	if name, ok := nakNames[c]; ok {
-		return name
-	}
-	return fmt.Sprintf("NAK_%d", uint8(c))
-}
+func (c NakCode) String() string { return nameOr(nakNames, c, "NAK_%d") }
 
 var nakNames = map[NakCode]string{
 	NakBadChannel: "BAD_CHANNEL", NakRange: "RANGE", NakMalformed: "MALFORMED", NakUnsupported: "UNSUPPORTED",
