@@ -98,25 +98,23 @@ func parseKeyLine(data []byte, tag string, comment bool) ([]byte, error) {
 // LoadPublicKey reads a public key file. Public keys are not secret: the
 // file's mode is not checked.
 func LoadPublicKey(path string) (ed25519.PublicKey, error) {
-	data, err := readRegular(path, false)
-	if err != nil {
-		return nil, err
-	}
-	k, err := ParsePublicKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return k, nil
+	return loadKey(path, false, ParsePublicKey)
 }
 
 // LoadPrivateKey reads a private key file, which must be a regular file
 // that group and others cannot access (0600 or 0400).
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
-	data, err := readRegular(path, true)
+	return loadKey(path, true, ParsePrivateKey)
+}
+
+// loadKey reads the key file at path (see readRegular; secret: a private
+// key's) and parses it, naming the file when it does not parse.
+func loadKey[K ed25519.PublicKey | ed25519.PrivateKey](path string, secret bool, parse func([]byte) (K, error)) (K, error) {
+	data, err := readRegular(path, secret)
 	if err != nil {
 		return nil, err
 	}
-	k, err := ParsePrivateKey(data)
+	k, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

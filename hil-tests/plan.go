@@ -5,9 +5,11 @@ package hil
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +113,7 @@ func NewPlan(r *RigFile, cfg *config.Config) (*Plan, error) {
 		p.Broker = cfg.MQTT.Broker
 	}
 
-	names := sortedKeys(r.Actuators)
+	names := slices.Sorted(maps.Keys(r.Actuators))
 	derived := len(names) == 0
 	if derived {
 		for _, n := range cfg.ActuatorNames() {
@@ -262,15 +264,6 @@ func loopbackIfAny(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // mcuSupplyIndex is the MCU's index of a supply with driver: mcu, else 0.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -267,7 +268,7 @@ func (r *RigFile) check() error {
 	if r.Supply.Index != nil && (*r.Supply.Index < 0 || *r.Supply.Index > maxOutput) {
 		bad("supply.index: %d: want 0..%d", *r.Supply.Index, maxOutput)
 	}
-	for _, name := range sortedKeys(r.Actuators) {
+	for _, name := range slices.Sorted(maps.Keys(r.Actuators)) {
 		a := r.Actuators[name]
 		if a.Output != nil && (*a.Output < 0 || *a.Output > maxOutput) {
 			bad("actuators.%s.output: %d: want 0..%d", name, *a.Output, maxOutput)

@@ -83,50 +83,47 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	// Like newStateCollector's d: the options each metric differs in, in one line.
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
 	m := &metrics{
 		reg: reg,
-		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "saga_commands_total",
-			Help: "Commands handled (MQTT requests, HTTP halt and reset), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
-		}, []string{"op", "result"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "saga_refusals_total",
-			Help: "Refused commands by stable refusal code (the codes of docs/API.md).",
-		}, []string{"code"}),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "saga_journal_fsync_seconds",
-			Help:    "Latency of each journal batch: one write and fdatasync (plus a segment install at rollover).",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 15), // 50 µs .. 0.8 s
-		}),
-		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "saga_journal_batch_records",
-			Help:    "Records per journal batch (the group-commit factor).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
-		}),
-		journalBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "saga_journal_written_bytes_total",
-			Help: "Journal frame bytes written and fdatasynced.",
-		}),
-		unwinds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "saga_unwinds_total",
-			Help: "Sagas unwound or ended by a halt, by verdict: clean (every step compensated) or partial.",
-		}, []string{"verdict"}),
-		unwindSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "saga_unwind_steps_total",
-			Help: "Steps of unwound sagas, by bucket: compensated, fallback_safe, compensation_failed, orphaned, unresolved.",
-		}, []string{"bucket"}),
-		leaseEnds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "saga_lease_ends_total",
-			Help: "Agent leases ended, by reason: expired, bye, will, superseded, shutdown (other: any other).",
-		}, []string{"reason"}),
+		commands: counterVec("saga_commands_total",
+			"Commands handled (MQTT requests, HTTP halt and reset), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
+			"op", "result"),
+		refusals: counterVec("saga_refusals_total",
+			"Refused commands by stable refusal code (the codes of docs/API.md).",
+			"code"),
+		fsync: histogram("saga_journal_fsync_seconds",
+			"Latency of each journal batch: one write and fdatasync (plus a segment install at rollover).",
+			prometheus.ExponentialBuckets(50e-6, 2, 15)), // 50 µs .. 0.8 s
+		batchRecords: histogram("saga_journal_batch_records",
+			"Records per journal batch (the group-commit factor).",
+			prometheus.ExponentialBuckets(1, 2, 11)), // 1 .. 1024
+		journalBytes: counter("saga_journal_written_bytes_total",
+			"Journal frame bytes written and fdatasynced."),
+		unwinds: counterVec("saga_unwinds_total",
+			"Sagas unwound or ended by a halt, by verdict: clean (every step compensated) or partial.",
+			"verdict"),
+		unwindSteps: counterVec("saga_unwind_steps_total",
+			"Steps of unwound sagas, by bucket: compensated, fallback_safe, compensation_failed, orphaned, unresolved.",
+			"bucket"),
+		leaseEnds: counterVec("saga_lease_ends_total",
+			"Agent leases ended, by reason: expired, bye, will, superseded, shutdown (other: any other).",
+			"reason"),
 		tailCut: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "saga_journal_tail_cut_bytes",
 			Help: "Bytes of torn journal tail cut (and kept in a .broken file) when this process opened the journal; 0 when none.",
 		}),
-		halts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "saga_halts_total",
-			Help: "Halts asked for, from every source (agents, HTTP, e-stops, supplies), a second one while halted included.",
-		}),
+		halts: counter("saga_halts_total",
+			"Halts asked for, from every source (agents, HTTP, e-stops, supplies), a second one while halted included."),
 		state: newStateCollector(),
 	}
 	// Series that exist from the start read 0 rather than missing, so

@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"fmt"
-	"sort"
+	"iter"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,8 +97,7 @@ func (s *Supplies) Poll(now time.Time) []SupplyEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var evs []SupplyEvent
-	for _, name := range s.namesLocked() {
-		p := s.items[name]
+	for name, p := range s.inOrderLocked() {
 		p.readLocked()
 		st := p.mon.State(now)
 		if st.Tripped != p.tripped {
@@ -113,8 +114,7 @@ func (s *Supplies) States(now time.Time) []SupplyStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []SupplyStatus
-	for _, name := range s.namesLocked() {
-		p := s.items[name]
+	for _, p := range s.inOrderLocked() {
 		st := SupplyStatus{SupplyState: p.mon.State(now), Action: p.action}
 		if p.readErr != nil {
 			st.ReadError = p.readErr.Error()
@@ -131,11 +131,13 @@ type SupplyStatus struct {
 	ReadError string
 }
 
-func (s *Supplies) namesLocked() []string {
-	names := make([]string, 0, len(s.items))
-	for n := range s.items {
-		names = append(names, n)
+// inOrderLocked yields every supply with its name, in name order.
+func (s *Supplies) inOrderLocked() iter.Seq2[string, *supply] {
+	return func(yield func(string, *supply) bool) {
+		for _, name := range slices.Sorted(maps.Keys(s.items)) {
+			if !yield(name, s.items[name]) {
+				return
+			}
+		}
 	}
-	sort.Strings(names)
-	return names
 }

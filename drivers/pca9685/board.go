@@ -1,6 +1,7 @@
 package pca9685
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -91,15 +92,9 @@ func Open(bus i2c.Bus, opts Options) (*Board, error) {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Addr == 0 {
-		o.Addr = DefaultAddr
-	}
-	if o.Frequency == 0 {
-		o.Frequency = DefaultFrequency
-	}
-	if o.OscillatorHz == 0 {
-		o.OscillatorHz = DefaultOscillatorHz
-	}
+	o.Addr = cmp.Or(o.Addr, DefaultAddr)
+	o.Frequency = cmp.Or(o.Frequency, DefaultFrequency)
+	o.OscillatorHz = cmp.Or(o.OscillatorHz, DefaultOscillatorHz)
 	return o
 }
 

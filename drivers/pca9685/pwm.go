@@ -17,13 +17,7 @@ var (
 // the output is high, to 1/4096. 0 is the full-off bit, 1 the full-on bit.
 // It implements actuators.Driver and actuators.ReadBacker.
 type PWM struct {
-	b  *Board
-	ch int
-
-	// Guarded by b.mu: the last duty Set wrote and its count.
-	duty   float64
-	ticks  int
-	driven bool
+	output // its value is the duty
 }
 
 // PWM returns channel ch (0..15) as a duty-cycle output. Nothing is
@@ -32,7 +26,7 @@ func (b *Board) PWM(ch int) (*PWM, error) {
 	if err := b.claim(ch); err != nil {
 		return nil, err
 	}
-	return &PWM{b: b, ch: ch}, nil
+	return &PWM{output{b: b, ch: ch}}, nil
 }
 
 // String names the output by board and channel.
@@ -51,19 +45,7 @@ func (p *PWM) Set(ctx context.Context, duty float64) error {
 	if err != nil {
 		return fmt.Errorf("pca9685: %s: set: %w (%w)", p, err, actuators.ErrNotApplied)
 	}
-	b := p.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.before(ctx); err != nil {
-		return fmt.Errorf("pca9685: %s: set %g: %w", p, duty, err)
-	}
-	r := encodeLED(n)
-	if err := b.write(ledReg(p.ch), r[0], r[1], r[2], r[3]); err != nil {
-		p.driven = false
-		return fmt.Errorf("pca9685: %s: set %g (%d/4096): %w: %w", p, duty, n, actuators.ErrLinkLost, err)
-	}
-	p.duty, p.ticks, p.driven = duty, n, true
-	return nil
+	return p.set(ctx, p, duty, n, "/4096")
 }
 
 // ReadBack reads the channel's registers and returns the duty cycle the
@@ -71,29 +53,16 @@ func (p *PWM) Set(ctx context.Context, duty float64) error {
 // holds its count, otherwise count/4096. Full off (power-on, Halt) reads 0
 // — for a duty-cycle output, off is a value, not a missing reading.
 func (p *PWM) ReadBack(ctx context.Context) (float64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("pca9685: %s: read back: %w", p, err)
+	l, last, held, err := p.readBack(ctx, p)
+	switch {
+	case err != nil:
+		return 0, err
+	case held:
+		return last, nil
 	}
-	b := p.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, err := b.readChannel(p.ch)
-	if err != nil {
-		return 0, fmt.Errorf("pca9685: %s: read back: %w", p, err)
-	}
-	n := l.high()
-	if p.driven && n == p.ticks {
-		return p.duty, nil
-	}
-	return float64(n) / steps, nil
+	return float64(l.high()) / steps, nil
 }
 
 // Halt sets the channel's full-off bit: the output stays low. One write,
 // whatever Set did before, closed board or not.
-func (p *PWM) Halt() error {
-	b := p.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p.driven = false
-	return b.halt(p.ch)
-}
+func (p *PWM) Halt() error { return p.halt() }

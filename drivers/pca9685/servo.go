@@ -51,16 +51,9 @@ func (b *Board) servoMap(c ServoCalibration) (servoMap, error) {
 // Servo is a hobby servo on one channel: its value is an angle in degrees.
 // It implements actuators.Driver and actuators.ReadBacker.
 type Servo struct {
-	b   *Board
-	ch  int
-	cal ServoCalibration
-	m   servoMap
-
-	// Guarded by b.mu: the last angle Set wrote and its count, so ReadBack
-	// returns the exact angle while the chip still has that count.
-	angle  float64
-	ticks  int
-	driven bool
+	output // its value is the angle
+	cal    ServoCalibration
+	m      servoMap
 }
 
 // Servo returns channel ch (0..15) as a servo calibrated by cal. Nothing is
@@ -74,7 +67,7 @@ func (b *Board) Servo(ch int, cal ServoCalibration) (*Servo, error) {
 	if err := b.claim(ch); err != nil {
 		return nil, err
 	}
-	return &Servo{b: b, ch: ch, cal: cal, m: m}, nil
+	return &Servo{output: output{b: b, ch: ch}, cal: cal, m: m}, nil
 }
 
 // String names the servo by board and channel.
@@ -107,19 +100,7 @@ func (s *Servo) Set(ctx context.Context, angle float64) error {
 	if err != nil {
 		return fmt.Errorf("pca9685: %s: set: %w (%w)", s, err, actuators.ErrNotApplied)
 	}
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err := b.before(ctx); err != nil {
-		return fmt.Errorf("pca9685: %s: set %g: %w", s, angle, err)
-	}
-	r := encodeLED(n)
-	if err := b.write(ledReg(s.ch), r[0], r[1], r[2], r[3]); err != nil {
-		s.driven = false
-		return fmt.Errorf("pca9685: %s: set %g (%d counts): %w: %w", s, angle, n, actuators.ErrLinkLost, err)
-	}
-	s.angle, s.ticks, s.driven = angle, n, true
-	return nil
+	return s.set(ctx, s, angle, n, " counts")
 }
 
 // before is what every Set does before writing: a done ctx, a closed board
@@ -153,25 +134,18 @@ func (b *Board) before(ctx context.Context) error {
 // ErrNotDriven, which wraps actuators.ErrNoReading. A chip found reset is
 // ErrChipReset; a failed read wraps ErrBus and actuators.ErrLinkLost.
 func (s *Servo) ReadBack(ctx context.Context) (float64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("pca9685: %s: read back: %w", s, err)
-	}
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, err := b.readChannel(s.ch)
-	if err != nil {
-		return 0, fmt.Errorf("pca9685: %s: read back: %w", s, err)
-	}
-	switch n := l.high(); {
+	l, last, held, err := s.readBack(ctx, s)
+	switch {
+	case err != nil:
+		return 0, err
 	case l.fullOff:
 		return 0, fmt.Errorf("pca9685: %s: read back: %w", s, ErrNotDriven)
 	case l.fullOn:
 		return 0, fmt.Errorf("pca9685: %s: read back: %w: channel full on, not a servo pulse", s, ErrBadReading)
-	case s.driven && n == s.ticks:
-		return s.angle, nil
+	case held:
+		return last, nil
 	default:
-		return s.m.angle(n), nil
+		return s.m.angle(l.high()), nil
 	}
 }
 
@@ -196,13 +170,7 @@ func (b *Board) readChannel(ch int) (led, error) {
 // more pulses and goes limp where it is. One write, whatever Set did
 // before, closed board or not; an error is Halt's own (the pulse may still
 // be running).
-func (s *Servo) Halt() error {
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s.driven = false
-	return b.halt(s.ch)
-}
+func (s *Servo) Halt() error { return s.halt() }
 
 // halt sets a channel's full-off bit. Call with mu held.
 func (b *Board) halt(ch int) error {

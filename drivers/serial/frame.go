@@ -52,30 +52,21 @@ const (
 func (t Type) FromMCU() bool { return t&0x80 != 0 }
 
 // String returns the type's name from docs/SERIAL.md, or its number.
-func (t Type) String() string {
-	switch t {
-	case TypeHello:
-		return "HELLO"
-	case TypeSet:
-		return "SET"
-	case TypeHalt:
-		return "HALT"
-	case TypePing:
-		return "PING"
-	case TypeHelloAck:
-		return "HELLO_ACK"
-	case TypeSetAck:
-		return "SET_ACK"
-	case TypeHaltAck:
-		return "HALT_ACK"
-	case TypePong:
-		return "PONG"
-	case TypeTelemetry:
-		return "TELEMETRY"
-	case TypeNak:
-		return "NAK"
+func (t Type) String() string { return nameOr(typeNames, t, "TYPE_0x%02X") }
+
+var typeNames = map[Type]string{
+	TypeHello: "HELLO", TypeSet: "SET", TypeHalt: "HALT", TypePing: "PING",
+	TypeHelloAck: "HELLO_ACK", TypeSetAck: "SET_ACK", TypeHaltAck: "HALT_ACK", TypePong: "PONG",
+	TypeTelemetry: "TELEMETRY", TypeNak: "NAK",
+}
+
+// nameOr returns k's name in names, or, for a value with none, the number
+// formatted by unknown: a peer may send any byte.
+func nameOr[K ~uint8](names map[K]string, k K, unknown string) string {
+	if name, ok := names[k]; ok {
+		return name
 	}
-	return fmt.Sprintf("TYPE_0x%02X", uint8(t))
+	return fmt.Sprintf(unknown, uint8(k))
 }
 
 // Frame is one decoded frame.

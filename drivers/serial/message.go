@@ -108,24 +108,11 @@ const (
 )
 
 // String returns the code's name from docs/SERIAL.md.
-func (c NakCode) String() string {
-	switch c {
-	case NakBadChannel:
-		return "BAD_CHANNEL"
-	case NakRange:
-		return "RANGE"
-	case NakMalformed:
-		return "MALFORMED"
-	case NakUnsupported:
-		return "UNSUPPORTED"
-	case NakNoSession:
-		return "NO_SESSION"
-	case NakVersion:
-		return "VERSION"
-	case NakFault:
-		return "FAULT"
-	}
-	return fmt.Sprintf("NAK_%d", uint8(c))
+func (c NakCode) String() string { return nameOr(nakNames, c, "NAK_%d") }
+
+var nakNames = map[NakCode]string{
+	NakBadChannel: "BAD_CHANNEL", NakRange: "RANGE", NakMalformed: "MALFORMED", NakUnsupported: "UNSUPPORTED",
+	NakNoSession: "NO_SESSION", NakVersion: "VERSION", NakFault: "FAULT",
 }
 
 // Hello is the payload of HELLO (1 byte): the protocol version the host

@@ -157,11 +157,7 @@ func (w *World) Servo(name string, initial, slewDegPerSec float64) *Servo {
 	case !validSlew(slewDegPerSec):
 		s.err = fmt.Errorf("sim: servo %s: slew %g is not >= 0", name, slewDegPerSec)
 	}
-	init := state{commanded: initial, from: initial, slew: slewDegPerSec}
-	if e := w.attach(&s.Faults, &s.device, name, kindServo, init, s); e != nil {
-		return e.(*Servo)
-	}
-	return s
+	return attach(w, s, &s.Faults, &s.device, name, kindServo, state{commanded: initial, from: initial, slew: slewDegPerSec})
 }
 
 // Set commands the servo to deg. The command is recorded at once; the
@@ -200,11 +196,7 @@ func (w *World) Digital(name string, initial float64) *Digital {
 	if initial != 0 && initial != 1 {
 		d.err = fmt.Errorf("sim: digital %s: initial value %g is not 0 or 1", name, initial)
 	}
-	init := state{commanded: initial, from: initial}
-	if e := w.attach(&d.Faults, &d.device, name, kindDigital, init, d); e != nil {
-		return e.(*Digital)
-	}
-	return d
+	return attach(w, d, &d.Faults, &d.device, name, kindDigital, state{commanded: initial, from: initial})
 }
 
 // Set switches the output off (0) or on (1); any other value is an error,
@@ -242,11 +234,7 @@ func (w *World) Setpoint(name string, initial float64) *Setpoint {
 	if !finite(initial) {
 		p.err = fmt.Errorf("sim: setpoint %s: initial value %g is not finite", name, initial)
 	}
-	init := state{commanded: initial, from: initial}
-	if e := w.attach(&p.Faults, &p.device, name, kindSetpoint, init, p); e != nil {
-		return e.(*Setpoint)
-	}
-	return p
+	return attach(w, p, &p.Faults, &p.device, name, kindSetpoint, state{commanded: initial, from: initial})
 }
 
 // Set sends value; it takes effect at once.
@@ -279,10 +267,7 @@ type Pulse struct {
 // kick count.
 func (w *World) Pulse(name string) *Pulse {
 	p := &Pulse{}
-	if e := w.attach(&p.Faults, &p.device, name, kindPulse, state{}, p); e != nil {
-		return e.(*Pulse)
-	}
-	return p
+	return attach(w, p, &p.Faults, &p.device, name, kindPulse, state{})
 }
 
 // Set performs one kick. value is recorded as the commanded value (e.g. the

@@ -29,11 +29,7 @@ func (w *World) Supply(name string, volts float64) *Supply {
 	if !finite(volts) {
 		s.err = fmt.Errorf("sim: supply %s: voltage %g is not finite", name, volts)
 	}
-	init := state{commanded: volts, from: volts}
-	if e := w.attach(&s.Faults, &s.device, name, kindSupply, init, s); e != nil {
-		return e.(*Supply)
-	}
-	return s
+	return attach(w, s, &s.Faults, &s.device, name, kindSupply, state{commanded: volts, from: volts})
 }
 
 // SetVolts sets the voltage at once, ending any script.

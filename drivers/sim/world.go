@@ -276,27 +276,28 @@ func formatValue(k string, v float64) string {
 	return fmt.Sprintf("%g", v)
 }
 
-// attach binds the device d, with its faults f, to the record named name, making the record with
-// initial state init if the world has none. If this process already made a
-// device of that name and kind, attach returns it instead and leaves d alone.
-// A problem (bad name, kind clash, closed world, write failure) is left in
-// d.err, so that the constructors need no error result and the mistake
-// surfaces on the first Set, ReadBack or Halt.
-func (w *World) attach(f *Faults, d *device, name string, k kind, init state, handle any) (existing any) {
+// attach binds the new device h, with its faults f and its part d, to the
+// record named name, making the record with initial state init if the world
+// has none, and returns the device to use: h, or the device of that name and
+// kind this process already made (h is then left alone). A problem (bad
+// name, kind clash, closed world, write failure) is left in d.err, so that
+// the constructors need no error result and the mistake surfaces on the
+// first Set, ReadBack or Halt.
+func attach[P any](w *World, h P, f *Faults, d *device, name string, k kind, init state) P {
 	d.name, d.kind, d.faults = name, k, f
 	f.done = w.done
 	if d.err != nil {
-		return nil
+		return h
 	}
 	if err := checkName(name); err != nil {
 		d.err = fmt.Errorf("sim: %s: %w", k, err)
-		return nil
+		return h
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed.Load() {
 		d.err = fmt.Errorf("sim: %s %s: %w", k, name, ErrWorldClosed)
-		return nil
+		return h
 	}
 	r := w.byName[name]
 	if r == nil {
@@ -305,7 +306,7 @@ func (w *World) attach(f *Faults, d *device, name string, k kind, init state, ha
 		r.st.since = w.now()
 		if err := r.write(&r.st); err != nil {
 			d.err = fmt.Errorf("sim: %s %s: %w", k, name, err)
-			return nil
+			return h
 		}
 		w.byName[name] = r
 		w.recs = append(w.recs, r)
@@ -314,14 +315,14 @@ func (w *World) attach(f *Faults, d *device, name string, k kind, init state, ha
 	defer r.mu.Unlock()
 	if r.st.kind != k {
 		d.err = fmt.Errorf("sim: %s %s: the world already has %s as a %s", k, name, name, r.st.kind)
-		return nil
+		return h
 	}
 	if r.handle != nil {
-		return r.handle
+		return r.handle.(P)
 	}
-	r.handle, r.faults = handle, f
+	r.handle, r.faults = h, f
 	d.rec = r
-	return nil
+	return h
 }
 
 // write stores st in the record's slot of the world file, if there is one.

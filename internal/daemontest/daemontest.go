@@ -173,10 +173,7 @@ func needsLease(op any) bool {
 func (a *Agent) Send(req map[string]any) api.Reply {
 	a.t.Helper()
 	a.mu.Lock()
-	a.n++
-	id := fmt.Sprintf("%s-%d", a.Name, a.n)
-	ch := make(chan api.Reply, 1)
-	a.wait[id] = ch
+	id, ch := a.expectLocked("")
 	lease, epoch := a.Lease, a.Epoch
 	a.mu.Unlock()
 	req["id"], req["agent"] = id, a.Name
@@ -184,14 +181,11 @@ func (a *Agent) Send(req map[string]any) api.Reply {
 		req["lease"], req["epoch"] = lease, epoch
 	}
 	b, _ := json.Marshal(req)
-	a.C.Publish(a.Topics.AgentCmd(a.Name), 1, false, b)
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
+	r, ok := a.exchange(a.Topics.AgentCmd(a.Name), false, b, ch, 10*time.Second)
+	if !ok {
 		a.t.Fatalf("agent %s: no reply to %s", a.Name, b)
-		return api.Reply{}
 	}
+	return r
 }
 
 // SendRaw publishes req on topic exactly as given (only its id is set) and
@@ -200,16 +194,29 @@ func (a *Agent) Send(req map[string]any) api.Reply {
 func (a *Agent) SendRaw(topic string, retained bool, req map[string]any, d time.Duration) (rep api.Reply, ok bool) {
 	a.t.Helper()
 	a.mu.Lock()
-	a.n++
-	id := fmt.Sprintf("%s-raw-%d", a.Name, a.n)
-	ch := make(chan api.Reply, 1)
-	a.wait[id] = ch
+	id, ch := a.expectLocked("raw-")
 	a.mu.Unlock()
 	req["id"] = id
 	b, _ := json.Marshal(req)
+	return a.exchange(topic, retained, b, ch, d)
+}
+
+// expectLocked numbers a new request, "<agent>-<infix><n>", and registers
+// the channel its reply will be handed to. The caller holds a.mu.
+func (a *Agent) expectLocked(infix string) (id string, reply <-chan api.Reply) {
+	a.n++
+	id = fmt.Sprintf("%s-%s%d", a.Name, infix, a.n)
+	ch := make(chan api.Reply, 1)
+	a.wait[id] = ch
+	return id, ch
+}
+
+// exchange publishes the encoded request b on topic and waits up to d for
+// its reply on reply; ok is false if none came.
+func (a *Agent) exchange(topic string, retained bool, b []byte, reply <-chan api.Reply, d time.Duration) (rep api.Reply, ok bool) {
 	a.C.Publish(topic, 1, retained, b)
 	select {
-	case r := <-ch:
+	case r := <-reply:
 		return r, true
 	case <-time.After(d):
 		return api.Reply{}, false

@@ -121,6 +121,10 @@ func ParseCase(id string) (Case, error) {
 			n, err := strconv.Atoi(part[len(prefix):])
 			return n, err == nil && n >= 0
 		}
+		bits := func(prefix string) (uint32, bool) { // a set of steps, bit i-1 for step i
+			n, ok := num(prefix)
+			return uint32(n), ok
+		}
 		var ok bool
 		switch {
 		case i == 0:
@@ -147,9 +151,7 @@ func ParseCase(id string) (Case, error) {
 				}
 			}
 		case strings.HasPrefix(part, "comp"):
-			var n int
-			n, ok = num("comp")
-			c.CompFail = uint32(n)
+			c.CompFail, ok = bits("comp")
 		case strings.HasPrefix(part, "orphan"):
 			c.Orphan, ok = num("orphan")
 		case strings.HasPrefix(part, "crash"):
@@ -160,9 +162,7 @@ func ParseCase(id string) (Case, error) {
 			c.Sagas = 2
 			c.Steps2, ok = num("b")
 		case strings.HasPrefix(part, "order"):
-			var n int
-			n, ok = num("order")
-			c.Order = uint32(n)
+			c.Order, ok = bits("order")
 		case strings.HasPrefix(part, "expire"):
 			c.Expire, ok = num("expire")
 		}

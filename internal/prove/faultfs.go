@@ -25,6 +25,15 @@ func (f *severableFS) check() error {
 	return nil
 }
 
+// unlessCut runs op, a call that writes, syncs or changes a directory,
+// unless the process has crashed: then it fails with errSevered.
+func (f *severableFS) unlessCut(op func() error) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return op()
+}
+
 func (f *severableFS) OpenFile(name string, flag int, perm fs.FileMode) (wal.File, error) {
 	if flag&(os.O_RDWR|os.O_WRONLY|os.O_CREATE|os.O_TRUNC) != 0 {
 		if err := f.check(); err != nil {
@@ -39,31 +48,19 @@ func (f *severableFS) OpenFile(name string, flag int, perm fs.FileMode) (wal.Fil
 }
 
 func (f *severableFS) Rename(o, n string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.OSFS.Rename(o, n)
+	return f.unlessCut(func() error { return f.OSFS.Rename(o, n) })
 }
 
 func (f *severableFS) Remove(name string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.OSFS.Remove(name)
+	return f.unlessCut(func() error { return f.OSFS.Remove(name) })
 }
 
 func (f *severableFS) MkdirAll(dir string, perm fs.FileMode) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.OSFS.MkdirAll(dir, perm)
+	return f.unlessCut(func() error { return f.OSFS.MkdirAll(dir, perm) })
 }
 
 func (f *severableFS) SyncDir(dir string) error {
-	if err := f.check(); err != nil {
-		return err
-	}
-	return f.OSFS.SyncDir(dir)
+	return f.unlessCut(func() error { return f.OSFS.SyncDir(dir) })
 }
 
 type severableFile struct {
@@ -79,22 +76,13 @@ func (s *severableFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (s *severableFile) Sync() error {
-	if err := s.fs.check(); err != nil {
-		return err
-	}
-	return s.File.Sync()
+	return s.fs.unlessCut(s.File.Sync)
 }
 
 func (s *severableFile) Truncate(size int64) error {
-	if err := s.fs.check(); err != nil {
-		return err
-	}
-	return s.File.Truncate(size)
+	return s.fs.unlessCut(func() error { return s.File.Truncate(size) })
 }
 
 func (s *severableFile) Allocate(size int64) error {
-	if err := s.fs.check(); err != nil {
-		return err
-	}
-	return s.File.Allocate(size)
+	return s.fs.unlessCut(func() error { return s.File.Allocate(size) })
 }

@@ -31,6 +31,7 @@
 package ingress
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"sync"
@@ -91,27 +92,13 @@ func (o *Options) defaults() error {
 	if o.MaxAgents < 0 || o.QueueLen < 0 || o.Rate < 0 || o.Burst < 0 || o.ReplyCache < 0 || o.TallyEvery < 0 || o.IdleAfter < 0 {
 		return fmt.Errorf("ingress: negative option in %+v", *o)
 	}
-	if o.MaxAgents == 0 {
-		o.MaxAgents = DefaultMaxAgents
-	}
-	if o.QueueLen == 0 {
-		o.QueueLen = DefaultQueueLen
-	}
-	if o.Rate == 0 {
-		o.Rate = DefaultRate
-	}
-	if o.Burst == 0 {
-		o.Burst = DefaultBurst
-	}
-	if o.ReplyCache == 0 {
-		o.ReplyCache = DefaultReplyCache
-	}
-	if o.TallyEvery == 0 {
-		o.TallyEvery = DefaultTallyEvery
-	}
-	if o.IdleAfter == 0 {
-		o.IdleAfter = DefaultIdleAfter
-	}
+	o.MaxAgents = cmp.Or(o.MaxAgents, DefaultMaxAgents)
+	o.QueueLen = cmp.Or(o.QueueLen, DefaultQueueLen)
+	o.Rate = cmp.Or(o.Rate, DefaultRate)
+	o.Burst = cmp.Or(o.Burst, DefaultBurst)
+	o.ReplyCache = cmp.Or(o.ReplyCache, DefaultReplyCache)
+	o.TallyEvery = cmp.Or(o.TallyEvery, DefaultTallyEvery)
+	o.IdleAfter = cmp.Or(o.IdleAfter, DefaultIdleAfter)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -123,10 +123,10 @@ type entry struct {
 func New(o Options) (*Manager, error) {
 	m := &Manager{
 		now:        o.Now,
-		defaultTTL: o.DefaultTTL,
-		minTTL:     o.MinTTL,
-		maxTTL:     o.MaxTTL,
-		maxLeases:  o.MaxLeases,
+		defaultTTL: cmp.Or(o.DefaultTTL, DefaultTTL),
+		minTTL:     cmp.Or(o.MinTTL, DefaultMinTTL),
+		maxTTL:     cmp.Or(o.MaxTTL, DefaultMaxTTL),
+		maxLeases:  cmp.Or(o.MaxLeases, DefaultMaxLeases),
 		onEnd:      o.OnEnd,
 		seed:       maphash.MakeSeed(),
 		epoch:      o.FirstEpoch,
@@ -138,18 +138,6 @@ func New(o Options) (*Manager, error) {
 	}
 	if m.now == nil {
 		m.now = time.Now
-	}
-	if m.defaultTTL == 0 {
-		m.defaultTTL = DefaultTTL
-	}
-	if m.minTTL == 0 {
-		m.minTTL = DefaultMinTTL
-	}
-	if m.maxTTL == 0 {
-		m.maxTTL = DefaultMaxTTL
-	}
-	if m.maxLeases == 0 {
-		m.maxLeases = DefaultMaxLeases
 	}
 	switch {
 	case m.minTTL < 0 || m.maxTTL < m.minTTL:

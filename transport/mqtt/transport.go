@@ -230,13 +230,7 @@ func (t *Transport) Start(h Handler) error {
 		t.once.Do(func() { // Close after this does nothing
 			t.client.Disconnect(0)
 			t.estop.Disconnect(0)
-			t.mu.Lock()
-			t.closed = true
-			close(t.stopping)
-			close(t.out)
-			close(t.urgent)
-			t.mu.Unlock()
-			<-t.done
+			t.stopWorker()
 		})
 		return fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
 	}
@@ -879,15 +873,22 @@ func (t *Transport) Close() error {
 				err = errors.Join(errors.New("mqtt: offline status not confirmed"), tok.Error())
 			}
 		}
-		t.mu.Lock()
-		t.closed = true
-		close(t.stopping)
-		close(t.out)
-		close(t.urgent)
-		t.mu.Unlock()
-		<-t.done // what was queued is handed to the client before it disconnects (if it is connected)
+		t.stopWorker() // what was queued is handed to the client before it disconnects (if it is connected)
 		t.client.Disconnect(250)
 		t.estop.Disconnect(250)
 	})
 	return err
+}
+
+// stopWorker marks the transport closed, so no publish queues any more, and
+// returns once the worker has handed on what was queued and exited. Callers
+// run it inside t.once, so it runs at most once.
+func (t *Transport) stopWorker() {
+	t.mu.Lock()
+	t.closed = true
+	close(t.stopping)
+	close(t.out)
+	close(t.urgent)
+	t.mu.Unlock()
+	<-t.done
 }

@@ -687,11 +687,8 @@ func (f *file) Sync() error {
 func (f *file) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check(true); err != nil {
-		return &os.PathError{Op: "truncate", Path: f.name, Err: err}
-	}
-	if err := f.fs.mutate(Op{OpTruncate, f.name}); err != nil {
-		return &os.PathError{Op: "truncate", Path: f.name, Err: err}
+	if err := f.changeLocked(OpTruncate); err != nil {
+		return err
 	}
 	f.n.current = resize(f.n.current, int(size))
 	return nil
@@ -701,14 +698,24 @@ func (f *file) Truncate(size int64) error {
 func (f *file) Allocate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.check(true); err != nil {
-		return &os.PathError{Op: "allocate", Path: f.name, Err: err}
-	}
-	if err := f.fs.mutate(Op{OpAllocate, f.name}); err != nil {
-		return &os.PathError{Op: "allocate", Path: f.name, Err: err}
+	if err := f.changeLocked(OpAllocate); err != nil {
+		return err
 	}
 	if int(size) > len(f.n.current) {
 		f.n.current = resize(f.n.current, int(size))
+	}
+	return nil
+}
+
+// changeLocked admits a change of kind k (truncate, allocate) to the file:
+// the handle must be open for writing, and the file system counts the call,
+// which a fault or a crash may fail. The caller holds f.fs.mu.
+func (f *file) changeLocked(k OpKind) error {
+	if err := f.check(true); err != nil {
+		return &os.PathError{Op: k.String(), Path: f.name, Err: err}
+	}
+	if err := f.fs.mutate(Op{k, f.name}); err != nil {
+		return &os.PathError{Op: k.String(), Path: f.name, Err: err}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package mcu
 
 import (
 	"bytes"
+	"encoding"
 	"fmt"
 	"math"
 	"sync"
@@ -485,13 +486,10 @@ func (m *MCU) processLocked(f serial.Frame) []byte {
 		return reply(f.Seq, serial.TypePong, serial.Pong{Faults: m.faults})
 	case serial.TypeSet:
 		var s serial.SetRequest
-		if err := s.UnmarshalBinary(f.Payload); err != nil {
-			return m.nakLocked(f.Seq, serial.NakMalformed, 0)
+		if nak := m.decodeChannelLocked(f, &s, &s.Channel); nak != nil {
+			return nak
 		}
 		ch := int(s.Channel)
-		if ch >= len(m.out) {
-			return m.nakLocked(f.Seq, serial.NakBadChannel, s.Channel)
-		}
 		if code, ok := m.nak[ch]; ok {
 			return m.nakLocked(f.Seq, code, s.Channel)
 		}
@@ -510,18 +508,28 @@ func (m *MCU) processLocked(f serial.Frame) []byte {
 		return reply(f.Seq, serial.TypeSetAck, serial.ChannelReport{Channel: s.Channel, ChannelState: serial.ChannelState{Value: v}})
 	case serial.TypeHalt:
 		var h serial.HaltRequest
-		if err := h.UnmarshalBinary(f.Payload); err != nil {
-			return m.nakLocked(f.Seq, serial.NakMalformed, 0)
+		if nak := m.decodeChannelLocked(f, &h, &h.Channel); nak != nil {
+			return nak
 		}
 		ch := int(h.Channel)
-		if ch >= len(m.out) {
-			return m.nakLocked(f.Seq, serial.NakBadChannel, h.Channel)
-		}
 		m.out[ch].detached = true
 		m.stats.Halts++
 		return reply(f.Seq, serial.TypeHaltAck, serial.ChannelReport{Channel: h.Channel, ChannelState: m.stateLocked(ch)})
 	}
 	return m.nakLocked(f.Seq, serial.NakUnsupported, uint8(f.Type))
+}
+
+// decodeChannelLocked decodes the payload of a request on one channel (SET,
+// HALT) into req, whose channel field is ch, and returns the NAK for a
+// malformed payload or a channel the MCU does not have; nil when neither.
+func (m *MCU) decodeChannelLocked(f serial.Frame, req encoding.BinaryUnmarshaler, ch *uint8) []byte {
+	if err := req.UnmarshalBinary(f.Payload); err != nil {
+		return m.nakLocked(f.Seq, serial.NakMalformed, 0)
+	}
+	if int(*ch) >= len(m.out) {
+		return m.nakLocked(f.Seq, serial.NakBadChannel, *ch)
+	}
+	return nil
 }
 
 func (m *MCU) stateLocked(ch int) serial.ChannelState {

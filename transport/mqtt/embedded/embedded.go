@@ -605,10 +605,18 @@ type retainGuard struct {
 
 const retainWait = 100 * time.Millisecond
 
-func (g *retainGuard) lockRetain(cl *mqtt.Client) {
+// lockRetain and unlockRetain are a retained store's write side.
+func (g *retainGuard) lockRetain(cl *mqtt.Client)   { g.acquire(cl, &g.writers, g.retainMu.TryLock) }
+func (g *retainGuard) unlockRetain(cl *mqtt.Client) { release(cl, &g.writers, g.retainMu.Unlock) }
+
+// acquire tries for one side of retainMu (try) for at most retainWait and
+// notes in held that cl holds it; when the wait runs out, cl goes ahead
+// unguarded and it is counted. Nothing in the broker may wait on this lock
+// for ever: a client's packets are read on the goroutine that would wait.
+func (g *retainGuard) acquire(cl *mqtt.Client, held *sync.Map, try func() bool) {
 	for deadline := time.Now().Add(retainWait); ; time.Sleep(20 * time.Microsecond) {
-		if g.retainMu.TryLock() {
-			g.writers.Store(cl, struct{}{})
+		if try() {
+			held.Store(cl, struct{}{})
 			return
 		}
 		if time.Now().After(deadline) {
@@ -618,9 +626,10 @@ func (g *retainGuard) lockRetain(cl *mqtt.Client) {
 	}
 }
 
-func (g *retainGuard) unlockRetain(cl *mqtt.Client) {
-	if _, ok := g.writers.LoadAndDelete(cl); ok {
-		g.retainMu.Unlock()
+// release gives back the side of retainMu that held says cl holds, if any.
+func release(cl *mqtt.Client, held *sync.Map, unlock func()) {
+	if _, ok := held.LoadAndDelete(cl); ok {
+		unlock()
 	}
 }
 
@@ -642,26 +651,12 @@ func (g *guard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
 	if pk.FixedHeader.Type != packets.Suback {
 		return
 	}
-	// Bounded like a store's wait: nothing in the broker may wait on this
-	// lock for ever (a client's packets are read on the goroutine that
-	// would wait).
-	for deadline := time.Now().Add(retainWait); ; time.Sleep(20 * time.Microsecond) {
-		if g.retainMu.TryRLock() {
-			g.readers.Store(cl, struct{}{})
-			return
-		}
-		if time.Now().After(deadline) {
-			g.unsafe.Add(1)
-			return
-		}
-	}
+	g.acquire(cl, &g.readers, g.retainMu.TryRLock) // bounded like a store's wait
 }
 
 // OnPacketProcessed ends a subscribe's read side, and a store's write side
 // mochi did not reach (the message was ignored).
 func (g *guard) OnPacketProcessed(cl *mqtt.Client, _ packets.Packet, _ error) {
-	if _, ok := g.readers.LoadAndDelete(cl); ok {
-		g.retainMu.RUnlock()
-	}
+	release(cl, &g.readers, g.retainMu.RUnlock)
 	g.unlockRetain(cl)
 }
