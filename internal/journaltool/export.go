@@ -90,8 +90,10 @@ func Export(args []string, w io.Writer) error {
 	case !ok:
 		return cli.Exit(2, "no journal to export: %s holds no journal segment (*.wal)", *dir)
 	}
-	// The whole journal is verified first (reading, not buffering), so a
-	// break or a loss is known even when the range asked for ends before it.
+	// The whole journal is judged, whatever the range: Verify checks the
+	// chain and the anchor, and the scan decodes every record from the
+	// first (so it stops at a break even if --from is past it), printing
+	// only those selected. Both read as they go, one window at a time.
 	rep, err := wal.Verify(*dir, wal.Options{})
 	if err != nil {
 		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
@@ -102,10 +104,7 @@ func Export(args []string, w io.Writer) error {
 		undecode error
 		writeErr error
 	)
-	scanErr := wal.Scan(*dir, wal.Options{}, max(rng.from, 1), func(r wal.Record) error {
-		if (rep.Broken != nil && r.Seq >= rep.Broken.Seq) || (rng.to != 0 && r.Seq > rng.to) {
-			return errStopScan
-		}
+	scanErr := wal.Scan(*dir, wal.Options{}, 1, func(r wal.Record) error {
 		rec, err := rollback.DecodeRecord(r.Type, r.Payload)
 		if err != nil {
 			undecode = fmt.Errorf("journal broken at seq %d: the chain is intact but the payload is not an engine record: %w", r.Seq, err)

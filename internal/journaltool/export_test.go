@@ -536,6 +536,20 @@ func TestExportStopsAtAPayloadThatIsNotARecord(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d lines before the bad record, want 2", len(lines))
 	}
+	// The journal is judged whole, whatever the range: before the bad
+	// record, and past it (where nothing is printed).
+	for _, tt := range []struct {
+		args  []string
+		lines int
+	}{
+		{[]string{"--to", "1"}, 1},
+		{[]string{"--from", "4"}, 0},
+	} {
+		lines, err := export(t, append([]string{"--wal", dir}, tt.args...)...)
+		if cli.Status(err) != 1 || !strings.Contains(fmt.Sprint(err), "seq 3") || len(lines) != tt.lines {
+			t.Errorf("export %v: %d lines, exit %d (%v); want %d lines, exit 1 naming seq 3", tt.args, len(lines), cli.Status(err), err, tt.lines)
+		}
+	}
 }
 
 // A journal whose anchor vouches for records that are gone (an older copy
