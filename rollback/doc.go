@@ -44,7 +44,7 @@
 // trailing bytes are rejected.
 //
 //	type  name         fields                                              durable before
-//	1     BEGIN        saga, agent, lease, epoch                            (rides next commit)
+//	1     BEGIN        saga, agent, lease, epoch                            Begin returns
 //	2     INTENT       saga, step, actuator, target, prior, requested,      the effect
 //	                   lease, epoch, command id, flags (clamped, first touch)
 //	3     APPLIED      saga, step                                           (rides)

@@ -1,7 +1,8 @@
 // Package journaltool holds the commands that read a journal after the
 // fact: verify (the hash chain), graph (sagas and their unwinds as a Mermaid
 // flowchart), certify (every saga committed or unwound clean), recover (take
-// the journal over on the simulated arm) and guarantees.
+// the journal over on the simulated arm), guarantees, and journal export
+// (every record as a line of JSON).
 package journaltool
 
 import (
