@@ -72,7 +72,10 @@ type metrics struct {
 	tailCut      prometheus.Gauge
 	halts        prometheus.Counter
 	state        *stateCollector
-	own          []prometheus.Collector // what newMetrics registered, for unregister
+	// journalVerified is the verdict of the journal's verification pass
+	// after start (journalcheck.go).
+	journalVerified atomic.Int64
+	own             []prometheus.Collector // what newMetrics registered, for unregister
 }
 
 // newMetrics creates the supervisor's metrics and registers them, with the
@@ -172,6 +175,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 // from the Log (and its checkpointer) at every scrape.
 func (m *metrics) journalStats(res *recovery.Result) error {
 	l := res.Log
+	m.journalVerified.Store(journalVerifyPending)
 	gauge := func(name, help string, get func(wal.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
 	}
@@ -185,6 +189,10 @@ func (m *metrics) journalStats(res *recovery.Result) error {
 		gauge("saga_journal_checkpoint_seq", "The record the newest checkpoint covers (0: none); a restart replays only the records after it.", func(s wal.Stats) float64 { return float64(s.CheckpointSeq) }),
 		gauge("saga_journal_durable_seq", "The last record fdatasynced.", func(wal.Stats) float64 { return float64(l.DurableSeq()) }),
 		counter("saga_journal_checkpoints_total", "Checkpoints written by this process.", func(s wal.Stats) float64 { return float64(s.Checkpoints) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "saga_journal_verified",
+			Help: "The verification of every journal record after start (the start itself reads only what follows the newest checkpoint): 1 clean, 0 damage found (see the log), -1 not finished.",
+		}, func() float64 { return float64(m.journalVerified.Load()) }),
 		counter("saga_journal_segments_deleted_total", "Segments retention deleted (archived first if journal.retention.archive_dir is set).", func(s wal.Stats) float64 { return float64(s.SegmentsDeleted) }),
 	}
 	if ck := res.Checkpointer; ck != nil {

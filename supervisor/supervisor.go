@@ -124,6 +124,9 @@ type Supervisor struct {
 
 	stop    chan struct{}
 	stopped chan struct{}
+	// verified is closed when the journal's verification pass ends
+	// (journalcheck.go); Close waits for it after closing stop.
+	verified chan struct{}
 	// statesDue asks the poll goroutine to publish changed states now
 	// (after a command, once its reply is on its way).
 	statesDue chan struct{}
@@ -150,7 +153,7 @@ func New(opt Options) (*Supervisor, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(), pub: opt.Publisher,
-		stop: make(chan struct{}), stopped: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
+		stop: make(chan struct{}), stopped: make(chan struct{}), verified: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
@@ -241,6 +244,7 @@ func New(opt Options) (*Supervisor, error) {
 		opt.HaltLine.bind(s)
 	}
 	go s.poll()
+	go s.verifyJournal(&m.journalVerified)
 	return s, nil
 }
 
@@ -489,6 +493,7 @@ func (s *Supervisor) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		<-s.stopped
+		<-s.verified
 		s.lanes.Close() // what agents queued is answered first
 		s.bgMu.Lock()
 		s.bgClosed = true // a will arriving now is ignored: leases end below
