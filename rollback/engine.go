@@ -101,6 +101,12 @@ type Config struct {
 	// hold open at once. Default DefaultMaxSagasPerLease.
 	MaxSagasPerLease int
 	Logger           *slog.Logger // nil: discard
+	// JournalRefusal, if set, is asked (with the engine's lock held: it
+	// must be quick and must not call the engine) whether a step the gate
+	// refused is journaled on its own; false leaves it to the caller to
+	// journal in aggregate, so that an agent refused without end cannot
+	// fill the disk one record per command. nil journals every one.
+	JournalRefusal func(owner Owner, code Code) bool
 	// OnHalt receives, after each halt the engine's halt goroutine applied
 	// (see Latch), the reports of the sagas it ended and the safe-policy
 	// errors. It runs on that goroutine: it must not call Halt.
@@ -427,7 +433,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		// Refusals are journaled for the audit trail; durability is not
 		// required, so they ride the next group commit. After Close the
 		// journal is its owner's to close: nothing more is written.
-		if e.fatal == nil && !e.closed {
+		if e.fatal == nil && !e.closed && (e.cfg.JournalRefusal == nil || e.cfg.JournalRefusal(owner, rerr.Code)) {
 			e.enqueue(&Record{Type: RecRefused, Saga: sagaID, Actuator: cmd.Actuator, Requested: finiteOrZero(cmd.Value),
 				Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Code: string(rerr.Code), Message: rerr.Message})
 		}

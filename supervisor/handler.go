@@ -46,13 +46,19 @@ func (h laneHandler) Halt(req api.Request) {
 // and code per interval, its message giving the count.
 func (h laneHandler) Refusals(ts []ingress.Tally) {
 	for _, t := range ts {
-		h.s.metrics.commandN(opOf(t), false, t.Code, float64(t.Count))
 		what := "requests"
 		if t.Op != "" {
 			what = string(t.Op) + " requests"
 		}
-		h.s.engine.RecordRefusal(0, rollback.Owner{Agent: t.Agent}, rollback.Command{}, rollback.Code(t.Code),
-			fmt.Sprintf("%d %s refused with %s since the last count", t.Count, what, t.Code))
+		msg := fmt.Sprintf("%d %s refused with %s since the last count", t.Count, what, t.Code)
+		if t.JournalOnly {
+			// Answered and counted one by one; only their records are
+			// aggregated (the agent is refused too often).
+			msg += " (beyond the refusals journaled one by one)"
+		} else {
+			h.s.metrics.commandN(opOf(t), false, t.Code, float64(t.Count))
+		}
+		h.s.engine.RecordRefusal(0, rollback.Owner{Agent: t.Agent}, rollback.Command{}, rollback.Code(t.Code), msg)
 	}
 }
 
@@ -104,7 +110,13 @@ func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 // RecordRefusal journals a refusal decided outside the engine's step gate
 // (the engine journals its own, and a failed step's story is its INTENT and
 // FAILED records).
+// An agent refused too often has the rest journaled in aggregate (see
+// refusalBudget).
 func (s *Supervisor) RecordRefusal(req api.Request, code, msg string) {
+	if !s.refusals.allow(req.Agent) {
+		s.lanes.CountJournalOnly(req.Agent, req.Op, code)
+		return
+	}
 	s.engine.RecordRefusal(req.Saga, req.Owner(), rollback.Command{ID: req.ID, Actuator: req.Actuator, Value: req.Value},
 		rollback.Code(code), string(req.Op)+": "+msg)
 }

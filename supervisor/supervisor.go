@@ -124,6 +124,8 @@ type Supervisor struct {
 
 	stop    chan struct{}
 	stopped chan struct{}
+	// refusals decides which refusals are journaled one by one.
+	refusals *refusalBudget
 	// verified is closed when the journal's verification pass ends
 	// (journalcheck.go); Close waits for it after closing stop.
 	verified chan struct{}
@@ -153,7 +155,7 @@ func New(opt Options) (*Supervisor, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Supervisor{opt: opt, log: lg, reg: opt.Actuators, supplies: opt.Supplies, published: map[string]float64{}, resetLimit: newResetLimiter(), pub: opt.Publisher,
-		stop: make(chan struct{}), stopped: make(chan struct{}), verified: make(chan struct{}), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
+		stop: make(chan struct{}), stopped: make(chan struct{}), verified: make(chan struct{}), refusals: newRefusalBudget(), statesDue: make(chan struct{}, 1), refreshDue: make(chan struct{}, 1)}
 	m, err := newMetrics(opt.Registry)
 	if err != nil {
 		return nil, err
@@ -164,6 +166,7 @@ func New(opt Options) (*Supervisor, error) {
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
 	ec.OnHalt = s.haltApplied
+	ec.JournalRefusal = s.journalGateRefusal
 	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress, Checkpoint: opt.Checkpoint}
 	if ro.Checkpoint.Every > 0 {
 		ro.Checkpoint.Logger = lg

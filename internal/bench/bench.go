@@ -108,6 +108,9 @@ func Run(args []string, w io.Writer) (err error) {
 	slowFsync := fs.Duration("slow-fsync", 5*time.Millisecond, "with --mqtt: the delay added to every journal fsync in the last expiry condition, a slow SD card's (0: leave that condition out)")
 	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
 	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
+	journalFlag := fs.Bool("journal", false, "measure the journal over a robot's lifetime instead: restart-to-ready at --records records with and without checkpoints, journal bytes per hour under junk floods at the default rate limit, and the durable step with the checkpointer off and on")
+	recordsFlag := fs.String("records", "10000,100000,1000000", "with --journal: the journal sizes restart-to-ready is measured at")
+	junkTime := fs.Duration("junk-time", 3*time.Second, "with --journal: the length of each junk flood")
 	rssFlag := fs.Bool("rss", false, "measure the daemon's resident memory instead: idle, at the peak of a flood through its embedded broker, and after the flood (the daemon runs as a process of its own; Linux)")
 	var daemons stringsFlag
 	fs.Var(&daemons, "daemon", "with --rss: a saga-supervisor binary to measure (repeat to compare builds side by side; default: this one)")
@@ -129,6 +132,18 @@ func Run(args []string, w io.Writer) (err error) {
 	}
 	if *broker != "" {
 		*mqttFlag = true
+	}
+	var sizes []uint64
+	if *journalFlag {
+		if *mqttFlag || *rssFlag {
+			return cli.Exit(2, "--journal, --mqtt and --rss are different benches: one at a time")
+		}
+		if sizes, err = parseSizes(*recordsFlag); err != nil {
+			return cli.Exit(2, "%v", err)
+		}
+		if *junkTime <= 0 {
+			return cli.Exit(2, "--junk-time must be positive")
+		}
 	}
 	if *rssFlag {
 		switch {
@@ -221,6 +236,12 @@ func Run(args []string, w io.Writer) (err error) {
 		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
 		return report(ctx, w, *asJSON, start, prog, func() error { return measureRSS(ctx, res, opt, prog) },
 			&res.TookNs, res, func() { printRSS(w, res) })
+	}
+	if *journalFlag {
+		res := &JournalResult{Dir: dir, Disk: disk, Warning: warning}
+		opt := journalOptions{sizes: sizes, junkTime: *junkTime, n: *n}
+		return report(ctx, w, *asJSON, start, prog, func() error { return measureJournal(ctx, res, opt, prog) },
+			&res.TookNs, res, func() { printJournal(w, res) })
 	}
 	if *mqttFlag {
 		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}

@@ -74,6 +74,10 @@ type Tally struct {
 	Op    api.Op // the requests' op; "" when they were not decoded
 	Code  string
 	Count uint64
+	// JournalOnly: refusals already answered and counted in the
+	// metrics one by one, whose journaling was left to the aggregate
+	// (see CountJournalOnly).
+	JournalOnly bool
 }
 
 // Options configure the lanes. Zero values take the defaults.
@@ -134,7 +138,10 @@ type Lanes struct {
 	ticker  sync.WaitGroup
 }
 
-type tallyKey struct{ agent, op, code string }
+type tallyKey struct {
+	agent, op, code string
+	journalOnly     bool
+}
 
 // item is one queued request, or a reply already decided (a refusal, a
 // replay) that must leave after the agent's earlier replies.
@@ -217,7 +224,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 	}
 	if derr != nil {
 		l.stats.Undecodable++
-		l.tally[tallyKey{agent, "", derr.Code}]++
+		l.tally[tallyKey{agent: agent, code: derr.Code}]++
 	}
 	ln := l.laneLocked(agent, now)
 	if ln == nil {
@@ -226,7 +233,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 			code = derr.Code // already tallied
 		} else {
 			l.stats.TooManyAgents++
-			l.tally[tallyKey{agent, string(req.Op), code}]++
+			l.tally[tallyKey{agent: agent, op: string(req.Op), code: code}]++
 		}
 		l.mu.Unlock()
 		if derr != nil {
@@ -256,7 +263,7 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 			l.stats.Replayed++
 			l.answerLocked(ln, item{req: req, reply: reply, replay: true})
 		} else {
-			l.tally[tallyKey{ln.agent, string(req.Op), codeDuplicateID}]++
+			l.tally[tallyKey{agent: ln.agent, op: string(req.Op), code: codeDuplicateID}]++
 			l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: codeDuplicateID,
 				Message: "id " + req.ID + " is already used by a queued " + string(first.Op) + " request; use a new id for every request"}))})
 		}
@@ -310,7 +317,7 @@ func (l *Lanes) Shed(agent string) bool {
 	ln.used = now
 	l.stats.RateLimited++
 	l.stats.RepliesDropped++
-	l.tally[tallyKey{agent, "", api.CodeRateLimited}]++
+	l.tally[tallyKey{agent: agent, op: "", code: api.CodeRateLimited}]++
 	return true
 }
 
@@ -321,7 +328,7 @@ func (l *Lanes) countSeenLocked(ln *lane, req api.Request, k seen) {
 		l.stats.Replayed++
 		return
 	}
-	l.tally[tallyKey{ln.agent, string(req.Op), codeDuplicateID}]++
+	l.tally[tallyKey{agent: ln.agent, op: string(req.Op), code: codeDuplicateID}]++
 }
 
 // Count adds a refusal decided elsewhere to the tally reported through
@@ -329,14 +336,24 @@ func (l *Lanes) countSeenLocked(ln *lane, req api.Request, k seen) {
 // must not wait on the journal.
 func (l *Lanes) Count(agent string, op api.Op, code string) {
 	l.mu.Lock()
-	l.tally[tallyKey{agent, string(op), code}]++
+	l.tally[tallyKey{agent: agent, op: string(op), code: code}]++
+	l.mu.Unlock()
+}
+
+// CountJournalOnly adds to the tally a refusal the caller has answered and
+// counted in its metrics but leaves to the aggregate to journal: an agent
+// refused so often that journaling each refusal would let it fill the
+// disk. Its Tally has JournalOnly set.
+func (l *Lanes) CountJournalOnly(agent string, op api.Op, code string) {
+	l.mu.Lock()
+	l.tally[tallyKey{agent, string(op), code, true}]++
 	l.mu.Unlock()
 }
 
 // refuseLocked tallies a lane refusal and queues its reply behind the
 // agent's earlier ones.
 func (l *Lanes) refuseLocked(ln *lane, req api.Request, reply func(api.Reply), code, msg string) {
-	l.tally[tallyKey{ln.agent, string(req.Op), code}]++
+	l.tally[tallyKey{agent: ln.agent, op: string(req.Op), code: code}]++
 	l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: code, Message: msg}))})
 }
 
@@ -461,7 +478,7 @@ func (l *Lanes) Flush() {
 	}
 	ts := make([]Tally, 0, len(l.tally))
 	for k, n := range l.tally {
-		ts = append(ts, Tally{Agent: k.agent, Op: api.Op(k.op), Code: k.code, Count: n})
+		ts = append(ts, Tally{Agent: k.agent, Op: api.Op(k.op), Code: k.code, Count: n, JournalOnly: k.journalOnly})
 	}
 	clear(l.tally)
 	l.mu.Unlock()
@@ -472,7 +489,10 @@ func (l *Lanes) Flush() {
 		if ts[i].Op != ts[j].Op {
 			return ts[i].Op < ts[j].Op
 		}
-		return ts[i].Code < ts[j].Code
+		if ts[i].Code != ts[j].Code {
+			return ts[i].Code < ts[j].Code
+		}
+		return !ts[i].JournalOnly && ts[j].JournalOnly
 	})
 	l.h.Refusals(ts)
 }
