@@ -135,7 +135,7 @@
 //
 // # The anchor
 //
-// DIR/ANCHOR (64 bytes, see anchor.go) names a durable record: its seq and
+// DIR/ANCHOR (80 bytes, see anchor.go) names a durable record: its seq and
 // hash. It is replaced atomically at every rollover, every
 // Options.AnchorEvery while records are written, and at Close, and never
 // names a record before it is durable. After the walk above, Open checks
@@ -149,7 +149,23 @@
 // end. A journal without an anchor (new, or written before anchors) is
 // checked by its segments alone.
 //
+// # Checkpoints and retention
+//
+// A checkpoint (DIR/<seq>.ckpt, see checkpoint.go) binds a caller's
+// snapshot to a record's position: its seq, hash and frame offset. Open
+// starts from the newest checkpoint whose record is where it says and walks
+// only what follows it (OpenReport().Checkpoint); one that does not decode
+// is passed over (the older one, or the journal's start, stands in: two
+// are kept), and one whose record is missing or different is a loss. The
+// records before it are not read by Open; Verify reads them. After a
+// checkpoint is written (WriteCheckpoint), Options.Retention may delete,
+// or archive, the segments wholly behind the older kept checkpoint, oldest
+// first, after moving the anchor's first-record field past them; a first
+// segment starting later than that field is a loss. Follow reads the
+// durable records after a position, for the caller's replay that keeps the
+// checkpoint's state.
+//
 // Verify runs the same checks read-only; Scan streams records with the
 // same checks; TruncateAt is the operator's explicit cut (it moves the
-// anchor back first).
+// anchor back first, and sets aside checkpoints past the cut).
 package wal

@@ -227,7 +227,11 @@ func newTorture(t *testing.T, bin string, seed uint64) *torture {
 		"  listen: 127.0.0.1:1883":   "  listen: " + mqttAddr,
 		"  listen: 127.0.0.1:8080":   "  listen: " + tt.httpAddr,
 		"  segment_size: 16MiB":      "  segment_size: 64KiB",
-		"sim: {slew: 720}":           "sim: {slew: 0}",
+		// Checkpoints and retention at work: a kill lands in a
+		// checkpoint write or a retention delete now and then.
+		"  checkpoint_records: 16384": "  checkpoint_records: 64",
+		"    max_size: 256MiB":        "    max_size: 256KiB",
+		"sim: {slew: 720}":            "sim: {slew: 0}",
 	} {
 		if !strings.Contains(text, old) {
 			t.Fatalf("the default config no longer has %q; adapt the torture test", old)
