@@ -13,8 +13,12 @@ import (
 // CheckpointOptions configures the Checkpointer.
 type CheckpointOptions struct {
 	// Every is how often the checkpointer catches up with the durable
-	// journal (0: no checkpointer).
+	// journal (0: no checkpointer, unless Manual).
 	Every time.Duration
+	// Manual keeps checkpoints without a goroutine: the caller calls
+	// CheckpointNow at moments of its choosing (the model check, so that
+	// power cuts land inside checkpoint writes at fixed points of a run).
+	Manual bool
 	// Records: a checkpoint is written once this many records have become
 	// durable since the last one (default DefaultCheckpointRecords) ...
 	Records uint64
@@ -75,7 +79,11 @@ func startCheckpointer(l *wal.Log, shadow *rollback.Engine, pos wal.Position, op
 	if ck := l.OpenReport().Checkpoint; ck != nil {
 		c.ckSeq = ck.At.Seq
 	}
-	go c.run()
+	if opt.Manual {
+		close(c.done)
+	} else {
+		go c.run()
+	}
 	return c
 }
 
@@ -88,18 +96,25 @@ func (c *Checkpointer) run() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			c.catchUp(false)
+			if err := c.catchUp(false); err != nil {
+				// Not sticky: the journal is untouched, and the next
+				// attempt may find space again. Start-up replays more
+				// meanwhile.
+				c.opt.Logger.Warn("journal checkpoint failed", "err", err)
+			}
 		}
 	}
 }
 
 // catchUp feeds the replay engine what became durable and writes a
-// checkpoint when due (always, if force and anything is new).
-func (c *Checkpointer) catchUp(force bool) {
+// checkpoint when due (always, if force and anything is new). It returns
+// a failed checkpoint write; a failure to follow the journal stops
+// checkpoints for good (Err).
+func (c *Checkpointer) catchUp(force bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
-		return
+		return c.err
 	}
 	pos, err := c.log.Follow(c.pos, func(r wal.Record) error {
 		return c.shadow.Apply(r.Seq, r.Type, r.Payload)
@@ -107,29 +122,31 @@ func (c *Checkpointer) catchUp(force bool) {
 	c.pos = pos
 	if err != nil {
 		c.fail(err)
-		return
+		return err
 	}
 	n := pos.Seq - c.ckSeq
 	if n == 0 || !force && n < c.opt.Records && time.Since(c.ckTime) < c.opt.Interval {
-		return
+		return nil
 	}
 	snap, err := c.shadow.Snapshot()
 	if err != nil {
 		c.fail(err)
-		return
+		return err
 	}
 	ret, err := c.log.WriteCheckpoint(pos, snap)
 	if err != nil {
-		// Not sticky: the journal is untouched, and the next attempt
-		// may find space again. Start-up replays more meanwhile.
-		c.opt.Logger.Warn("journal checkpoint failed", "seq", pos.Seq, "err", err)
-		return
+		return err
 	}
 	c.ckSeq, c.ckTime = pos.Seq, time.Now()
 	if c.opt.OnCheckpoint != nil {
 		c.opt.OnCheckpoint(pos, ret)
 	}
+	return nil
 }
+
+// CheckpointNow catches up with the durable journal and writes a
+// checkpoint if anything is new since the last one.
+func (c *Checkpointer) CheckpointNow() error { return c.catchUp(true) }
 
 func (c *Checkpointer) fail(err error) {
 	c.err = err
@@ -152,7 +169,9 @@ func (c *Checkpointer) Close() error {
 		close(c.stop)
 		<-c.done
 		if serr := c.log.Sync(); serr == nil {
-			c.catchUp(true)
+			if cerr := c.catchUp(true); cerr != nil && c.Err() == nil {
+				c.opt.Logger.Warn("journal checkpoint at close failed", "err", cerr)
+			}
 		}
 		err = c.Err()
 		c.shadow.Close()

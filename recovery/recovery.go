@@ -27,8 +27,8 @@ type Options struct {
 	// after open sagas are finished (the daemon extends systemd's start
 	// timeout while it is called).
 	Progress func()
-	// Checkpoint, if its Every is set, keeps checkpoints while the engine
-	// serves (see Checkpointer); the zero value writes none.
+	// Checkpoint, if its Every or Manual is set, keeps checkpoints while
+	// the engine serves (see Checkpointer); the zero value writes none.
 	Checkpoint CheckpointOptions
 }
 
@@ -53,7 +53,7 @@ type Result struct {
 	// what it knew of the actuators both configurations have is restored.
 	CheckpointMismatch string
 	// Checkpointer writes checkpoints while the daemon runs (nil unless
-	// Options.Checkpoint.Every is set).
+	// Options.Checkpoint asks for it).
 	Checkpointer *Checkpointer
 }
 
@@ -143,7 +143,8 @@ func Open(opt Options) (_ *Result, err error) {
 	if err = res.Engine.Restore(snap); err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
 	}
-	if opt.Checkpoint.Every <= 0 {
+	keep := opt.Checkpoint.Every > 0 || opt.Checkpoint.Manual
+	if !keep {
 		shadow.Close()
 	}
 	// Before anything moves, the world is asked where it is. Where it
@@ -194,7 +195,7 @@ func Open(opt Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("recovery: finishing open sagas: %w", err)
 	}
-	if opt.Checkpoint.Every > 0 {
+	if keep {
 		// Started last: nothing after it can fail, so it never outlives
 		// a failed Open.
 		res.Checkpointer = startCheckpointer(res.Log, shadow, pos, opt.Checkpoint)

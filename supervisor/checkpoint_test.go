@@ -80,6 +80,12 @@ func TestCheckpointsAndRetentionWhileServing(t *testing.T) {
 	if res.Opened.Records > 2 {
 		t.Fatalf("restart walked %d records", res.Opened.Records)
 	}
+	// The beliefs came back with the checkpoint: every actuator reads
+	// back where the journal says (elbow parked at its safe 45, not its
+	// initial 20), so the restart is not halted.
+	if halted, why := s2.Engine().Halted(); len(res.Mismatches) != 0 || halted {
+		t.Fatalf("restart: mismatches %v, halted %v (%s)", res.Mismatches, halted, why)
+	}
 	for name, st := range b2.World.Snapshot() {
 		if st.Commanded != world[name].Commanded {
 			t.Fatalf("%s: commanded %g after restart, %g before", name, st.Commanded, world[name].Commanded)

@@ -61,6 +61,7 @@ func runCheck(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "  power cut:      %d (%d struck mid-run, the rest at the end), plus %d cut points equivalent to one run\n",
 		res.Crash, res.CrashesStruck, res.CrashEquivalent)
 	fmt.Fprintf(stdout, "  cut in recovery: %d (%d struck)\n", res.RecoveryCrash, res.RecoveryCrashesStruck)
+	fmt.Fprintf(stdout, "  recoveries that started from a checkpoint: %d\n", res.FromCheckpoint)
 	fmt.Fprintf(stdout, "violations:       %d cases\n", len(res.Failed))
 	if len(res.Failed) > 0 {
 		o := res.Failed[0]

@@ -47,6 +47,9 @@ type Config struct {
 type Result struct {
 	Base, Crash, RecoveryCrash, TwoSaga  int64 // cases of each kind
 	CrashesStruck, RecoveryCrashesStruck int64
+	// FromCheckpoint counts the recoveries (after a cut, a cut in
+	// recovery included) that started from a checkpoint.
+	FromCheckpoint int64
 	// CrashEquivalent counts crash points not run because an earlier cut
 	// of the same case leaves the same durable journal and world.
 	CrashEquivalent int64
@@ -128,6 +131,11 @@ func Check(cfg Config) *Result {
 					record(outs[0], &res.Crash)
 					if outs[0].Crashed {
 						atomicAdd(&mu, &res.CrashesStruck)
+					}
+					for _, ro := range outs {
+						if ro.FromCheckpoint {
+							atomicAdd(&mu, &res.FromCheckpoint)
+						}
 					}
 					for _, ro := range outs[1:] {
 						record(ro, &res.RecoveryCrash)

@@ -28,6 +28,8 @@ type Outcome struct {
 	CrashClass []crashClass
 	// Crashed: the power cut struck (it may lie past the end of the run).
 	Crashed, RecoveryCrashed bool
+	// FromCheckpoint: the (last) recovery started from a checkpoint.
+	FromCheckpoint bool
 	Violations               []string
 	Calls                    []string
 	Reports                  []string
@@ -65,7 +67,10 @@ func (p *proc) options(r *robot) recovery.Options {
 	return recovery.Options{Dir: journalDir,
 		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
 		Engine: rollback.Config{Actuators: r.registry(p), Durability: durability, Order: rollback.Retrace,
-			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond}}
+			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond},
+		// Checkpoints at fixed moments, so that power cuts land inside
+		// their writes and recoveries start from them.
+		Checkpoint: recovery.CheckpointOptions{Manual: true}}
 }
 
 // Run runs one case and checks it.
@@ -104,6 +109,7 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 	res, err := recovery.Open(run.options(r))
 	if err == nil {
 		run.engine.Store(res.Engine)
+		run.ckpt = res.Checkpointer
 		reports = r.drive(run, res.Engine)
 		res.Close()
 	} else if run.fs.AfterCrash() == nil {
@@ -202,6 +208,14 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 	closed := make([]bool, c.Sagas)
 	probed := false
 	for k := range r.steps {
+		if k == len(r.steps)/2 && p.ckpt != nil {
+			// A checkpoint halfway: sagas open, steps behind it and
+			// after it.
+			if err := p.ckpt.CheckpointNow(); err != nil {
+				unexpected("checkpoint", err)
+				return reports
+			}
+		}
 		st := &r.steps[k]
 		if closed[st.saga-1] {
 			// The saga ended (its agent's lease expired): a late command is
@@ -366,6 +380,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 		return
 	}
 	p.engine.Store(res.Engine)
+	o.FromCheckpoint = res.Opened.Checkpoint != nil
 	if o.RecoveryOps == 0 {
 		o.RecoveryOps = img.Ops()
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
 	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
 	"github.com/saga-supervisor/saga-supervisor/wal/crashfs"
@@ -125,6 +126,9 @@ type proc struct {
 	engine atomic.Pointer[rollback.Engine]
 	// haltedAtStart: the journal this process recovered had latched halt.
 	haltedAtStart bool
+	// ckpt keeps the journal's checkpoints (manual: drive writes one
+	// halfway through the run, Close another at the end).
+	ckpt *recovery.Checkpointer
 }
 
 // errPowerOff is what a crashed process's drivers answer: they drive
