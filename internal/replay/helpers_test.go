@@ -111,6 +111,9 @@ type writer struct {
 	e      *rollback.Engine
 	rec    *recovery.Result
 	n      int // command ids handed out
+	// drift, if set, moves the clock on at every reading, as real time
+	// passes between the gate's reading and the record's stamp.
+	drift func() time.Duration
 }
 
 // walOptions are the writer's journal options: small segments, so a
@@ -155,6 +158,9 @@ func newWriter(t *testing.T, cfg *config.Config) *writer {
 func (w *writer) clock() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.drift != nil {
+		w.now = w.now.Add(w.drift())
+	}
 	return w.now
 }
 

@@ -69,6 +69,13 @@ type attemptKey struct {
 	attempt uint32
 }
 
+// attemptAt is where a compensation attempt's outcome is kept, until its
+// COMP_DONE says whether it failed.
+type attemptAt struct {
+	key compKey
+	i   int
+}
+
 // stepFailure is how a step's effect failed then.
 type stepFailure struct {
 	inDoubt bool
@@ -115,7 +122,7 @@ var errStop = errors.New("stop")
 // an error: the journal is not one the replay can read.
 func readIndex(dir string, from, to Bound) (*index, error) {
 	x := &index{sagas: map[uint64]*sagaInfo{}, fails: map[stepKey]stepFailure{}, comps: map[compKey][]compAttempt{}}
-	attempts := map[attemptKey]int{}
+	attempts := map[attemptKey]attemptAt{}
 	var fromAt, afterTo uint64 // the first record at or after from; the first after to (times)
 	err := wal.Scan(dir, wal.Options{}, 1, func(wr wal.Record) error {
 		r, err := rollback.DecodeRecord(wr.Type, wr.Payload)
@@ -150,7 +157,7 @@ func readIndex(dir string, from, to Bound) (*index, error) {
 }
 
 // note takes what the index needs from one record.
-func (x *index) note(seq uint64, r *rollback.Record, attempts map[attemptKey]int) {
+func (x *index) note(seq uint64, r *rollback.Record, attempts map[attemptKey]attemptAt) {
 	saga := func() *sagaInfo {
 		s := x.sagas[r.Saga]
 		if s == nil {
@@ -184,14 +191,14 @@ func (x *index) note(seq uint64, r *rollback.Record, attempts map[attemptKey]int
 	case rollback.RecCompIntent:
 		saga().named = true
 		k := compKey{r.Saga, r.Actuator}
-		attempts[attemptKey{r.Saga, r.Step, r.Attempt}] = len(x.comps[k])
+		attempts[attemptKey{r.Saga, r.Step, r.Attempt}] = attemptAt{k, len(x.comps[k])}
 		x.comps[k] = append(x.comps[k], compAttempt{})
 	case rollback.RecCompDone:
 		ak := attemptKey{r.Saga, r.Step, r.Attempt}
-		if i, ok := attempts[ak]; ok {
+		if at, ok := attempts[ak]; ok {
 			delete(attempts, ak)
 			if r.Code == "" { // a failed attempt; a bucket settles the step
-				x.comps[compKey{r.Saga, r.Actuator}][i] = compAttempt{failed: true, message: r.Message}
+				x.comps[at.key][at.i] = compAttempt{failed: true, message: r.Message}
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -251,4 +253,102 @@ func FuzzDecodeFixture(f *testing.F) {
 			t.Fatalf("a fixture changed through its encoding: %v", d)
 		}
 	})
+}
+
+// Journals of engine records, mostly in an order an engine could write
+// and sometimes not, with random values (non-finite ones too), replay or
+// are refused — exit 0, 1 or 2 — and never panic, hang or print something
+// that is not a result.
+func TestRandomJournals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	acts := []string{"base", "shoulder", "elbow", "gripper", "wrist"}
+	values := []float64{0, 10, 45, 90, -5, 1e300, math.NaN(), math.Inf(1)}
+	codes := []string{"LIMIT_MAX", "LIMIT_SLEW", "SUPPLY_LOW", "DEADLINE_PASSED", "NOT_FINITE", "SAGA_BUSY", "HALTED",
+		"SAGA_UNKNOWN", "APPROVALS_FULL", "LEASE_EXPIRED", "FORBIDDEN"}
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	value := func() float64 { return values[rng.IntN(len(values))] }
+	exits := map[int]int{}
+	for i := range 60 {
+		var recs []rollback.Record
+		next := uint64(1)
+		steps := map[uint64]uint32{} // open sagas and their steps
+		open := func() (uint64, bool) {
+			for id := range steps {
+				return id, true
+			}
+			return 0, false
+		}
+		add := func(r rollback.Record) {
+			r.UnixNano = int64(1.7e18) + int64(len(recs))*int64(1+rng.IntN(1e8))
+			recs = append(recs, r)
+		}
+		for range 10 + rng.IntN(40) {
+			s, ok := open()
+			if rng.IntN(25) == 0 { // now and then, something no engine writes
+				s = uint64(rng.IntN(int(next) + 1))
+			}
+			switch k := rng.IntN(12); {
+			case k < 2 || !ok:
+				add(rollback.Record{Type: rollback.RecBegin, Saga: next, Agent: "a", Lease: "l", Epoch: 1})
+				steps[next] = 0
+				next++
+			case k < 6:
+				steps[s]++
+				add(rollback.Record{Type: rollback.RecIntent, Saga: s, Step: steps[s], Actuator: pick(acts), CmdID: fmt.Sprint(len(recs)),
+					Requested: value(), Target: value()})
+				if rng.IntN(3) > 0 {
+					add(rollback.Record{Type: rollback.RecApplied, Saga: s, Step: steps[s]})
+				} else {
+					add(rollback.Record{Type: rollback.RecFailed, Saga: s, Step: steps[s], Code: "FAILED", Flags: uint8(rng.IntN(2))})
+				}
+			case k < 8:
+				add(rollback.Record{Type: rollback.RecRefused, Saga: s, Actuator: pick(acts), Requested: value(), Code: pick(codes),
+					CmdID: "r" + fmt.Sprint(len(recs)), Agent: "a", Lease: "l", Epoch: 1})
+			case k < 9:
+				add(rollback.Record{Type: rollback.RecCommit, Saga: s})
+				delete(steps, s)
+			case k < 10:
+				add(rollback.Record{Type: rollback.RecAbort, Saga: s, Message: "why"})
+				if n := steps[s]; n > 0 {
+					add(rollback.Record{Type: rollback.RecCompIntent, Saga: s, Step: n, Actuator: pick(acts), Target: value(), Attempt: 1})
+					add(rollback.Record{Type: rollback.RecCompDone, Saga: s, Step: n, Actuator: pick(acts), Attempt: 1,
+						Code: []string{"", "compensated", "fallback_safe"}[rng.IntN(3)]})
+				}
+				add(rollback.Record{Type: rollback.RecEnd, Saga: s, Code: "clean"})
+				delete(steps, s)
+			case k < 11:
+				add(rollback.Record{Type: []rollback.RecordType{rollback.RecHalt, rollback.RecReset, rollback.RecRecovery, rollback.RecLease}[rng.IntN(4)],
+					Message: pick([]string{"m", recoveryFinished}), Agent: "a", Lease: "l", Epoch: 1})
+			default:
+				add(rollback.Record{Type: []rollback.RecordType{rollback.RecSafe, rollback.RecObserved}[rng.IntN(2)], Actuator: pick(acts),
+					Target: value(), Code: pick([]string{"value", "detach"})})
+			}
+		}
+		dir := filepath.Join(t.TempDir(), "journal")
+		appendRaw(t, dir, func(l *wal.Log) {
+			for _, r := range recs {
+				if _, err := l.Append(uint8(r.Type), r.AppendEncode(nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		code, out, err := run(t, "--wal", dir, "--json")
+		exits[code]++
+		switch {
+		case code == 2:
+		case code <= 1:
+			var res Result
+			if jerr := json.Unmarshal([]byte(out), &res); jerr != nil {
+				t.Errorf("journal %d: exit %d (%v) but no JSON result: %v\n%s", i, code, err, jerr, out)
+			}
+		default:
+			t.Errorf("journal %d: exit %d (%v)", i, code, err)
+		}
+	}
+	t.Logf("exits: %v", exits)
+	// The generator must reach the replay itself, not only the checks
+	// before it.
+	if exits[0]+exits[1] < 10 {
+		t.Errorf("only %d of the journals were replayed (exits %v): the test exercises too little", exits[0]+exits[1], exits)
+	}
 }

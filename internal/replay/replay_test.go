@@ -2,6 +2,8 @@ package replay
 
 import (
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -405,5 +407,29 @@ func TestIndexOrphans(t *testing.T) {
 		if x.orphan(1) != (first > 1) || x.orphan(2) || x.orphan(3) || x.orphan(4) {
 			t.Errorf("journal from seq %d: orphans 1 %v, 2 %v, 3 %v, 4 %v", first, x.orphan(1), x.orphan(2), x.orphan(3), x.orphan(4))
 		}
+	}
+}
+
+// The daemon reads its clock at the gate and again to stamp the record, a
+// varying moment later; the replay measures slew between the stamps. With
+// no tolerance the slew-clamped targets come out a hair apart; within
+// max_rate × the default tolerance they are the same.
+func TestClockBetweenGateAndStamp(t *testing.T) {
+	cfg, path := armConfig(t, armMax, armRate)
+	w := newWriter(t, cfg)
+	rng := rand.New(rand.NewPCG(3, 4))
+	w.drift = func() time.Duration { return time.Duration(rng.IntN(100)) * time.Microsecond }
+	elbowRun(t, w)
+	code, res := replayJSON(t, "--wal", w.dir, "--config", path, "--time-tolerance", "0")
+	if code != 1 || len(res.ClampedDifferently) == 0 {
+		t.Fatalf("with no tolerance: exit %d, %d clamped differently; want the drift to show", code, len(res.ClampedDifferently))
+	}
+	for _, c := range res.ClampedDifferently {
+		if d := math.Abs(float64(*c.Then.Target - *c.Now.Target)); d > armRate*DefaultTimeTolerance.Seconds() {
+			t.Errorf("seq %d: %v apart, more than the default tolerance allows", c.Seq, d)
+		}
+	}
+	if code, res := replayJSON(t, "--wal", w.dir, "--config", path); code != 0 {
+		t.Errorf("with the default tolerance: exit %d: %s", code, res.Summary.Line)
 	}
 }
