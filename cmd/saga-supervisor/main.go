@@ -15,7 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/internal/prove"
-	"github.com/saga-supervisor/saga-supervisor/internal/replay"
+	journalreplay "github.com/saga-supervisor/saga-supervisor/internal/replay"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,7 +42,7 @@ func init() {
 		{name: "check", args: "[--max-steps N] [--sagas K]", help: "model-check the real engine: every fault, in-doubt, compensation-failure and crash case up to N steps; exit 1 with a replayable counterexample", run: runCheck},
 		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: prove.Run},
 		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: journaltool.Guarantees},
-		{name: "replay", args: "--wal DIR [--config FILE]", help: "replay a journal's commands through the gate and limits of a config (--from/--to, --json, --expect/--write-expect FILE); exit 0 same, 1 differs, 2 bad input", run: replay.Run},
+		{name: "replay", args: "--wal DIR [--config FILE]", help: "replay a journal's commands through the gate and limits of a config (--from/--to, --json, --expect/--write-expect FILE); exit 0 same, 1 differs, 2 bad input", run: journalreplay.Run},
 		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
 		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor (--mqtt: the MQTT front door; --rss: the daemon's resident memory)", run: bench.Run},
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
