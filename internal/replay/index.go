@@ -22,6 +22,7 @@ type Bound struct {
 // IsZero reports whether the bound is open.
 func (b Bound) IsZero() bool { return b.Seq == 0 && b.Time.IsZero() }
 
+// String is the bound as the user wrote it: a seq or a UTC time.
 func (b Bound) String() string {
 	switch {
 	case b.Seq != 0:

@@ -94,6 +94,8 @@ type Verdict struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
+// String is the verdict for a person: "served, target 40 (clamped)" or
+// "refused LIMIT_MAX: shoulder: 150 is above max 120".
 func (v Verdict) String() string {
 	if v.Served {
 		s := "served, target -"
@@ -195,6 +197,7 @@ func (n *Num) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the number in its shortest exact form.
 func (n Num) String() string { return strconv.FormatFloat(float64(n), 'g', -1, 64) }
 
 func num(f float64) *Num { n := Num(f); return &n }

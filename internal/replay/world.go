@@ -23,6 +23,7 @@ type clock struct {
 	t  time.Time
 }
 
+// Now is the virtual time.
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -44,6 +45,7 @@ func (c *clock) set(unixNano int64) {
 // range: the journal holds no voltages.
 type nominalSupplies map[string]float64
 
+// SupplyState implements rollback.Supplies.
 func (n nominalSupplies) SupplyState(name string, now time.Time) (limits.SupplyState, bool) {
 	v, ok := n[name]
 	if !ok {
@@ -158,6 +160,7 @@ type scriptedDriver struct {
 	f     *faults
 }
 
+// Set fails as the journal says, or sets the simulated device.
 func (d *scriptedDriver) Set(ctx context.Context, v float64) error {
 	if err := d.f.take(d.name); err != nil {
 		return err
@@ -165,6 +168,7 @@ func (d *scriptedDriver) Set(ctx context.Context, v float64) error {
 	return d.inner.Set(ctx, v)
 }
 
+// Halt detaches the simulated device.
 func (d *scriptedDriver) Halt() error { return d.inner.Halt() }
 
 // stepError is the error a step's effect returns now because it failed
@@ -238,6 +242,7 @@ type scratch struct {
 	broken error
 }
 
+// Enqueue implements rollback.Journal: the record is kept, in order.
 func (j *scratch) Enqueue(typ uint8, p []byte) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -257,6 +262,7 @@ func (j *scratch) Enqueue(typ uint8, p []byte) (uint64, error) {
 	return uint64(len(j.types)), nil
 }
 
+// Sync implements rollback.Journal: memory is as durable as it gets.
 func (j *scratch) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -281,9 +287,12 @@ func (j *scratch) each(fn func(seq uint64, typ uint8, p []byte) error) error {
 // journal's view): Apply writes nothing, so nothing arrives here.
 type discard struct{}
 
+// Enqueue refuses: the view is built with Apply only.
 func (discard) Enqueue(uint8, []byte) (uint64, error) {
 	return 0, errors.New("replay: the journal's view never journals")
 }
+
+// Sync has nothing to do.
 func (discard) Sync() error { return nil }
 
 // tolerance is, per actuator, how far a value may differ and still count as
