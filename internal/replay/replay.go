@@ -703,7 +703,7 @@ func (r *replayer) notes() []string {
 			"the first step on each actuator after it is not slew-checked, as the engine knows no time for the value it starts from", r.idx.startSeq))
 	}
 	if r.res.Summary.Restarts > 0 {
-		n = append(n, fmt.Sprintf("restarts: %d times a new process took over the journal (a RECOVERY record); each is replayed "+
+		n = append(n, fmt.Sprintf("restarts: %d RECOVERY records (a new process taking the journal over), each replayed "+
 			"as a new engine rebuilt from the replay's own journal, then Recover", r.res.Summary.Restarts))
 	}
 	if len(r.unknownActs) > 0 {
