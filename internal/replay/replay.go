@@ -124,6 +124,7 @@ type replayer struct {
 	diverged     map[string]bool
 	skipped      map[uint64]bool
 	unknownActs  map[string]bool
+	aggregates   bool // refusals journaled as counts were met in the window
 
 	mu        sync.Mutex        // guards what the scratch journal's hook writes
 	nowEnd    map[uint64]string // replay saga id → committed, clean or partial
@@ -303,9 +304,15 @@ func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
 	case rollback.RecIntent:
 		r.step(seq, rec)
 	case rollback.RecRefused:
-		if gateRefusal(rec) {
+		switch {
+		case aggregate(rec):
+			if r.reportable(seq, rec.Saga) {
+				r.res.NotReplayed[rec.Code] += aggregateCount(rec.Message)
+				r.aggregates = true
+			}
+		case gateRefusal(rec):
 			r.step(seq, rec)
-		} else if r.reportable(seq, rec.Saga) {
+		case r.reportable(seq, rec.Saga):
 			r.res.NotReplayed[rec.Code]++
 		}
 	case rollback.RecCommit:
@@ -419,6 +426,27 @@ var gateCodes = map[rollback.Code]bool{
 	rollback.Code(limits.SupplyLow): true, rollback.Code(limits.SupplyHigh): true, rollback.Code(limits.SupplyUnknown): true,
 	rollback.Code(limits.SupplyStale): true, rollback.Code(limits.SupplyTripped): true,
 	rollback.Code(approval.CodeReplayed): true, rollback.Code(approval.CodeFull): true,
+}
+
+// aggregate reports whether a REFUSED record is a count of refusals rather
+// than one command: the supervisor journals in aggregate what its lanes
+// refuse, and what an agent refused too often earns beyond a budget, as
+// one record per agent, op and code ("12 step requests refused with
+// LIMIT_MAX since the last count"), naming no command id and no actuator.
+// A single refused step always carries its id and its actuator.
+func aggregate(rec *rollback.Record) bool { return rec.CmdID == "" && rec.Actuator == "" }
+
+// aggregateCount is how many refusals an aggregate record counts: the
+// number its message starts with, or 1.
+func aggregateCount(msg string) int {
+	n := 0
+	for _, c := range msg {
+		if c < '0' || c > '9' || n > 1e8 {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return max(n, 1)
 }
 
 // gateRefusal reports whether a REFUSED record is the engine's step gate's
@@ -698,6 +726,15 @@ func (r *replayer) notes() []string {
 		"supervisor: refusals it decided before the gate (leases, permissions, rates, readiness) are not replayed "+
 			"(counted under not_replayed); a lapsed lease shows in the journal as aborts, which are replayed",
 	)
+	if r.aggregates {
+		n = append(n, "counts: some refusals are journaled only as a count per agent, op and code (an agent refused too often, "+
+			"or refused by its lane); they name no command, so they are counted under not_replayed and not replayed, "+
+			"and the command ids they used are unknown to the replay's gate")
+	}
+	if r.idx.first > 1 {
+		n = append(n, fmt.Sprintf("beginning: the journal begins at seq %d (the records before it are gone); the actuators start "+
+			"from the config's initial values, in the journal's view as in the replay, not from where those records left them", r.idx.first))
+	}
 	if r.idx.startSeq > r.idx.first {
 		n = append(n, fmt.Sprintf("start: the replay starts at seq %d from the journal's state there, rebuilt as recovery would; "+
 			"the first step on each actuator after it is not slew-checked, as the engine knows no time for the value it starts from", r.idx.startSeq))

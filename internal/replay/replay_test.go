@@ -58,6 +58,11 @@ func incident(t *testing.T, w *writer) {
 	w.sup.set("battery", 7.5)
 	w.mustStep(s3, 20*ms, "gripper", 40)
 	w.e.RecordRefusal(s3.id, s3.owner, rollback.Command{ID: "x1", Actuator: "shoulder", Value: 5}, "LEASE_EXPIRED", "step: lease expired")
+	// Refusals journaled as counts: the lanes', and the gate's beyond an
+	// agent's budget (no command id, no actuator).
+	w.e.RecordRefusal(0, rollback.Owner{Agent: "planner"}, rollback.Command{}, "RATE_LIMITED", "3 step requests refused with RATE_LIMITED since the last count")
+	w.e.RecordRefusal(0, rollback.Owner{Agent: "planner"}, rollback.Command{}, rollback.Code(limits.LimitMax),
+		"5 step requests refused with LIMIT_MAX since the last count (beyond the refusals journaled one by one)")
 	w.servos["shoulder"].FailOnNth(1)
 	if _, err := w.step(s3, 20*ms, "shoulder", 70); rollback.CodeOf(err) != rollback.CodeStepFailed {
 		t.Fatalf("failing shoulder step: %v", err)
@@ -160,8 +165,8 @@ func TestSameConfigSameResult(t *testing.T) {
 	if s.Steps < 20 || s.Restarts != 2 || s.InjectedFaults < 4 || s.Halts < 1 || s.Resets != 2 || s.Aborts < 2 || s.Commits < 3 {
 		t.Errorf("the replay did less than the journal holds: %+v", s)
 	}
-	if res.NotReplayed["LEASE_EXPIRED"] != 1 {
-		t.Errorf("the refusal before the gate is not counted: %v", res.NotReplayed)
+	if want := map[string]int{"LEASE_EXPIRED": 1, "RATE_LIMITED": 3, "LIMIT_MAX": 5}; !reflect.DeepEqual(res.NotReplayed, want) {
+		t.Errorf("refusals not replayed: %v, want %v", res.NotReplayed, want)
 	}
 	var moved bool
 	for _, p := range res.Final {

@@ -25,9 +25,10 @@ type Result struct {
 	// Notes say what the replay could not check as the daemon did, and
 	// what it took from the journal instead.
 	Notes []string `json:"notes"`
-	// NotReplayed counts, by code, the refusals the supervisor decided
-	// before the engine's gate (leases, permissions, rates, readiness):
-	// their causes are not in the journal.
+	// NotReplayed counts, by code, the refusals not replayed: those the
+	// supervisor decided before the engine's gate (leases, permissions,
+	// rates, readiness), whose causes are not in the journal, and those
+	// journaled only as a count, which name no command.
 	NotReplayed map[string]int `json:"not_replayed"`
 	// Skipped are sagas the journal names without their BEGIN.
 	Skipped []SkippedSaga `json:"skipped_sagas"`
