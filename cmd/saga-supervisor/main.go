@@ -15,6 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/internal/prove"
+	journalreplay "github.com/saga-supervisor/saga-supervisor/internal/replay"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,8 +43,9 @@ func init() {
 		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: prove.Run},
 		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: journaltool.Guarantees},
 		{name: "journal", args: "export --wal DIR [...]", help: "print the journal's records as JSON lines (--format jsonl; --from/--to SEQ, --since/--until RFC3339); exit 0 intact, 1 broken (records up to the break printed), 2 unreadable", run: journaltool.Journal},
+		{name: "replay", args: "--wal DIR [--config FILE]", help: "replay a journal's commands through the gate and limits of a config (--from/--to, --json, --expect/--write-expect FILE); exit 0 same, 1 differs, 2 bad input", run: journalreplay.Run},
 		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
-		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor (--mqtt: the MQTT front door; --rss: the daemon's resident memory)", run: bench.Run},
+		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor (--mqtt: the MQTT front door; --rss: the daemon's resident memory; --journal: restart-to-ready with checkpoints, junk's journal bytes per hour)", run: bench.Run},
 		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
 		{name: "demo-child", hidden: true, run: demo.Child},
 		{name: "demo-controller", hidden: true, run: demo.Controller},

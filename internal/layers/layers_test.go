@@ -63,7 +63,7 @@ var rules = []rule{
 // cmd/saga-supervisor dispatches to and what they share. They sit above the
 // library: no library package links them.
 var commandPackages = []string{"internal/cli", "internal/prove", "internal/bench", "internal/ctl", "internal/demo",
-	"internal/simmcu", "internal/journaltool", "internal/simarm", "cmd/..."}
+	"internal/simmcu", "internal/journaltool", "internal/simarm", "internal/replay", "cmd/..."}
 
 func init() {
 	for _, lib := range []string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",

@@ -1,0 +1,752 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/approval"
+	"github.com/saga-supervisor/saga-supervisor/limits"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/wal"
+)
+
+// DefaultTimeTolerance is the default Options.TimeTolerance: the daemon
+// reads its clock at the gate and again, microseconds later, to stamp the
+// record; a millisecond covers that with room for a preempted thread.
+const DefaultTimeTolerance = time.Millisecond
+
+// Options configures a replay.
+type Options struct {
+	// Dir is the journal directory. It is only read: no lock is taken and
+	// nothing is written, so the daemon may be running on it.
+	Dir string
+	// Config is the configuration whose actuators, limits, clamp and safe
+	// policies and unwind settings the replay runs under; nil means the
+	// embedded default (config.Default).
+	Config *config.Config
+	// ConfigName names Config in the report.
+	ConfigName string
+	// From and To select the window reported (open: the whole journal).
+	From, To Bound
+	// TimeTolerance is how far the journal's times may be from the
+	// daemon's gate clock (see DefaultTimeTolerance); values limited by a
+	// rate are compared within max_rate × TimeTolerance.
+	TimeTolerance time.Duration
+}
+
+// ErrNoJournal is returned when the directory holds no journal.
+var ErrNoJournal = errors.New("no journal")
+
+// unknownSaga is the id given to the gate for a saga the replay never
+// began: no saga of the replay has it, so the gate refuses SAGA_UNKNOWN.
+const unknownSaga = math.MaxUint64
+
+// recoveryFinished is the message of the RECOVERY record that ends a
+// recovery (rollback.Engine.Recover); any other RECOVERY record begins one.
+const recoveryFinished = "recovery finished"
+
+// Replay replays the journal in opt.Dir under opt.Config and reports what
+// differs. Every error is about its input: a missing, unreadable or damaged
+// journal, a journal the engine cannot rebuild from, a configuration the
+// replay cannot build, or a window that selects nothing.
+func Replay(opt Options) (*Result, error) {
+	switch ok, err := wal.Present(nil, opt.Dir); {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrNoJournal, err)
+	case !ok:
+		return nil, fmt.Errorf("%w: %s holds no journal segment (*.wal)", ErrNoJournal, opt.Dir)
+	}
+	if opt.Config == nil {
+		opt.Config = config.Default()
+		if opt.ConfigName == "" {
+			opt.ConfigName = "the embedded default config"
+		}
+	}
+	if opt.TimeTolerance < 0 {
+		return nil, errors.New("negative time tolerance")
+	}
+	idx, err := readIndex(opt.Dir, opt.From, opt.To)
+	if err != nil {
+		return nil, fmt.Errorf("reading journal %s: %w", opt.Dir, err)
+	}
+	if idx.records == 0 && !(opt.From.IsZero() && opt.To.IsZero()) {
+		return nil, fmt.Errorf("%w: the journal holds no records", errBadWindow)
+	}
+	r, err := newReplayer(opt, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if idx.records > 0 {
+		if err := r.run(); err != nil {
+			return nil, fmt.Errorf("replaying journal %s: %w", opt.Dir, err)
+		}
+	}
+	r.finish()
+	return r.res, nil
+}
+
+// replayer drives one replay: the engine under test, the journal's view
+// (an engine rebuilt from the journal with Apply, as recovery would, to
+// say what the journal's commanded values are), and the bookkeeping that
+// tells when the two may be compared.
+type replayer struct {
+	opt   Options
+	cfg   *config.Config
+	idx   *index
+	clk   *clock
+	flt   *faults
+	world *simWorld
+	jn    *scratch
+	ecfg  rollback.Config
+	e     *rollback.Engine // the replay
+	view  *rollback.Engine // the journal, applied
+	res   *Result
+	tol   map[string]float64
+
+	started      bool
+	sagaMap      map[uint64]uint64 // journal saga id → the replay's
+	beginRefused map[uint64]string // journal saga id → why the replay refused its BEGIN
+	inflight     map[stepKey]string
+	touched      map[uint64][]string // journal saga → the actuators its steps named
+	unwinding    map[uint64]bool     // journal sagas aborted and not yet ended
+	origHalted   bool                // the journal shows a halt latched
+	awaitSafe    map[string]bool     // actuators a halt in the journal has yet to journal SAFE for
+	parked       bool
+	diverged     map[string]bool
+	skipped      map[uint64]bool
+	unknownActs  map[string]bool
+	aggregates   bool // refusals journaled as counts were met in the window
+
+	mu        sync.Mutex        // guards what the scratch journal's hook writes
+	nowEnd    map[uint64]string // replay saga id → committed, clean or partial
+	marking   bool
+	callFirst *rollback.Record // the first INTENT or REFUSED journaled since mark
+}
+
+func newReplayer(opt Options, idx *index) (*replayer, error) {
+	r := &replayer{
+		opt: opt, cfg: opt.Config, idx: idx, clk: &clock{},
+		sagaMap: map[uint64]uint64{}, beginRefused: map[uint64]string{}, inflight: map[stepKey]string{},
+		touched: map[uint64][]string{}, unwinding: map[uint64]bool{}, awaitSafe: map[string]bool{},
+		diverged: map[string]bool{}, skipped: map[uint64]bool{}, unknownActs: map[string]bool{},
+		nowEnd: map[uint64]string{},
+		tol:    tolerance(opt.Config, opt.TimeTolerance),
+	}
+	r.clk.set(idx.firstTime)
+	r.flt = newFaults(idx.comps)
+	w, err := buildWorld(opt.Config, r.clk, r.flt)
+	if err != nil {
+		return nil, fmt.Errorf("building the simulated world from the config: %w", err)
+	}
+	r.world = w
+	r.jn = &scratch{onRec: r.onRecord}
+	r.ecfg = opt.Config.RollbackConfig()
+	r.ecfg.Journal, r.ecfg.Actuators, r.ecfg.Supplies, r.ecfg.Now = r.jn, w.registry, w.supplies, r.clk.Now
+	// A backoff only waits; what an attempt does is decided by the fault
+	// script, so the replay does not sleep through it.
+	r.ecfg.RetryBackoff = time.Nanosecond
+	if r.e, err = rollback.New(r.ecfg); err != nil {
+		w.world.Close()
+		return nil, err
+	}
+	if r.view, err = rollback.New(rollback.Config{Journal: discard{}, Actuators: w.registry, Order: r.ecfg.Order}); err != nil {
+		r.e.Close()
+		w.world.Close()
+		return nil, err
+	}
+	r.res = &Result{Format: Format, Journal: opt.Dir, Config: opt.ConfigName, NotReplayed: map[string]int{}}
+	r.res.Window = Window{FirstSeq: idx.first, LastSeq: idx.last, FromSeq: idx.fromSeq, ToSeq: idx.toSeq, StartSeq: idx.startSeq}
+	return r, nil
+}
+
+func (r *replayer) close() {
+	r.e.Close()
+	r.view.Close()
+	r.world.world.Close()
+}
+
+// onRecord is told of every record the replay's engine journals. It runs
+// with the engine's lock held: it only notes.
+func (r *replayer) onRecord(rec rollback.Record) {
+	r.flt.journaled(&rec)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch rec.Type {
+	case rollback.RecCommit:
+		r.nowEnd[rec.Saga] = "committed"
+	case rollback.RecEnd:
+		r.nowEnd[rec.Saga] = rec.Code
+	case rollback.RecIntent, rollback.RecRefused:
+		if r.marking && r.callFirst == nil {
+			r.callFirst = &rec
+		}
+	}
+}
+
+// run reads the journal once more (the index was the first pass): records
+// before the replay's start are applied, later ones driven, all of them
+// applied to the journal's view.
+func (r *replayer) run() error {
+	err := wal.Scan(r.opt.Dir, wal.Options{}, r.idx.first, func(wr wal.Record) error {
+		if wr.Seq > r.idx.toSeq {
+			return errStop // the window's end, or records the daemon wrote since the index
+		}
+		rec, err := rollback.DecodeRecord(wr.Type, wr.Payload)
+		if err != nil {
+			return fmt.Errorf("record seq %d is not an engine record: %w", wr.Seq, err)
+		}
+		if wr.Seq == r.idx.fromSeq {
+			r.res.Window.From = stamp(rec.UnixNano)
+		}
+		if wr.Seq == r.idx.toSeq {
+			r.res.Window.To = stamp(rec.UnixNano)
+		}
+		orphan := hasSaga(rec.Type) && r.idx.orphan(rec.Saga)
+		if !orphan {
+			if err := r.view.Apply(wr.Seq, wr.Type, wr.Payload); err != nil {
+				return fmt.Errorf("the journal does not rebuild as recovery would: %w", err)
+			}
+		}
+		if wr.Seq < r.idx.startSeq {
+			if !orphan {
+				if err := r.e.Apply(wr.Seq, wr.Type, wr.Payload); err != nil {
+					return fmt.Errorf("the journal does not rebuild as recovery would: %w", err)
+				}
+			}
+			r.follow(wr.Seq, &rec, false)
+			return nil
+		}
+		if !r.started {
+			r.begun()
+		}
+		r.res.Summary.Records++
+		if orphan {
+			r.skip(rec.Saga)
+			return nil
+		}
+		if err := r.drive(wr.Seq, &rec); err != nil {
+			return err
+		}
+		r.follow(wr.Seq, &rec, true)
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return err
+}
+
+// begun is called at the first driven record: sagas left open by the
+// records applied before it keep their ids in the replay.
+func (r *replayer) begun() {
+	r.started = true
+	for _, id := range r.e.OpenSagas() {
+		r.sagaMap[id] = id
+		r.flt.mu.Lock()
+		r.flt.origOf[id] = id
+		r.flt.mu.Unlock()
+	}
+}
+
+func (r *replayer) skip(id uint64) {
+	if !r.skipped[id] {
+		r.skipped[id] = true
+		r.res.Skipped = append(r.res.Skipped, SkippedSaga{Saga: id,
+			Reason: fmt.Sprintf("its BEGIN is not in the journal (it began before seq %d): its records are not replayed", r.idx.first)})
+	}
+}
+
+// hasSaga reports whether records of type t belong to one saga.
+func hasSaga(t rollback.RecordType) bool {
+	switch t {
+	case rollback.RecBegin, rollback.RecIntent, rollback.RecApplied, rollback.RecFailed, rollback.RecRefused,
+		rollback.RecCommit, rollback.RecAbort, rollback.RecCompIntent, rollback.RecCompDone, rollback.RecEnd:
+		return true
+	}
+	return false
+}
+
+// reportable reports whether what saga does at seq is reported: it is in
+// the window, or the saga was open at the window's start and is replayed
+// from its BEGIN.
+func (r *replayer) reportable(seq, saga uint64) bool {
+	return seq >= r.idx.fromSeq || slices.Contains(r.idx.openAtStart, saga)
+}
+
+// drive does what a record asks of the replay's engine. Records that are
+// the engine's own doing (outcomes, unwinds, halt passes) ask nothing:
+// the replay's engine does its own.
+func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
+	r.clk.set(rec.UnixNano)
+	defer r.e.WaitHalts()
+	s := &r.res.Summary
+	switch rec.Type {
+	case rollback.RecBegin:
+		s.Begins++
+		id, err := r.e.Begin(rollback.Owner{Agent: rec.Agent, Lease: rec.Lease, Epoch: rec.Epoch})
+		if err != nil {
+			r.beginRefused[rec.Saga] = string(rollback.CodeOf(err))
+			return nil
+		}
+		r.sagaMap[rec.Saga] = id
+		r.flt.mu.Lock()
+		r.flt.origOf[id] = rec.Saga
+		r.flt.mu.Unlock()
+	case rollback.RecIntent:
+		r.step(seq, rec)
+	case rollback.RecRefused:
+		switch {
+		case aggregate(rec):
+			if r.reportable(seq, rec.Saga) {
+				r.res.NotReplayed[rec.Code] += aggregateCount(rec.Message)
+				r.aggregates = true
+			}
+		case gateRefusal(rec):
+			r.step(seq, rec)
+		case r.reportable(seq, rec.Saga):
+			r.res.NotReplayed[rec.Code]++
+		}
+	case rollback.RecCommit:
+		s.Commits++
+		if id, ok := r.open(rec.Saga); ok {
+			r.e.Commit(id, r.owner(rec.Saga)) // a refusal shows in how the saga ended
+		}
+	case rollback.RecAbort, rollback.RecEnd:
+		// The replay ends a saga on its own when it fails a step, halts or
+		// recovers; an ABORT finds it still open only when the journal's
+		// cause is the agent's, the lease's or the stop's. An END that
+		// finds it open finishes an unwind begun before the replay's start.
+		if id, ok := r.open(rec.Saga); ok {
+			s.Aborts++
+			why := rec.Message
+			if rec.Type == rollback.RecEnd {
+				why = "unwound in the journal (END " + rec.Code + ")"
+			}
+			r.e.Abort(id, r.owner(rec.Saga), why)
+		}
+	case rollback.RecHalt:
+		if h, _ := r.e.Halted(); !h {
+			s.Halts++
+			r.e.Halt(rec.Message) // its errors are the safe policies': the report shows where things ended
+		}
+	case rollback.RecReset:
+		if h, _ := r.e.Halted(); h {
+			s.Resets++
+			r.e.Reset(rec.Agent, r.e.HaltGen())
+		}
+	case rollback.RecSafe:
+		if !r.origHalted && !r.parked {
+			// SAFE with no halt latched is the orderly stop's park.
+			r.parked = true
+			r.e.Park("orderly stop, replayed from the journal's SAFE records")
+		}
+	case rollback.RecRecovery:
+		if rec.Message != recoveryFinished {
+			return r.restart()
+		}
+	case rollback.RecLease:
+		r.e.RecordLease(rec.Agent, rec.Lease, rec.Epoch)
+	case rollback.RecObserved:
+		target := rec.Target
+		r.e.Adopt(rec.Actuator, func(float64) (float64, bool) { return target, true }, rec.Message)
+	}
+	return nil
+}
+
+// open returns the replay's id of journal saga id if it is open there.
+func (r *replayer) open(id uint64) (uint64, bool) {
+	rid, ok := r.sagaMap[id]
+	if !ok {
+		return 0, false
+	}
+	return rid, slices.Contains(r.e.OpenSagas(), rid)
+}
+
+func (r *replayer) owner(id uint64) rollback.Owner {
+	if s := r.idx.sagas[id]; s != nil {
+		return s.owner
+	}
+	return rollback.Owner{}
+}
+
+// restart is a new process taking over the journal: a new engine rebuilt
+// from everything journaled so far — the journal's records before the
+// replay's start, then the replay's own — and Recover.
+func (r *replayer) restart() error {
+	r.res.Summary.Restarts++
+	r.e.Close()
+	e, err := rollback.New(r.ecfg)
+	if err != nil {
+		return err
+	}
+	r.e, r.parked = e, false
+	if r.idx.startSeq > r.idx.first {
+		err = wal.Scan(r.opt.Dir, wal.Options{}, r.idx.first, func(wr wal.Record) error {
+			if wr.Seq >= r.idx.startSeq {
+				return errStop
+			}
+			rec, err := rollback.DecodeRecord(wr.Type, wr.Payload)
+			if err != nil {
+				return fmt.Errorf("record seq %d is not an engine record: %w", wr.Seq, err)
+			}
+			if hasSaga(rec.Type) && r.idx.orphan(rec.Saga) {
+				return nil
+			}
+			return e.Apply(wr.Seq, wr.Type, wr.Payload)
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return fmt.Errorf("restart at a RECOVERY record: %w", err)
+		}
+	}
+	if err := r.jn.each(e.Apply); err != nil {
+		return fmt.Errorf("restart at a RECOVERY record: rebuilding from the replay's own journal: %w", err)
+	}
+	if _, err := e.Recover(); err != nil {
+		return fmt.Errorf("restart at a RECOVERY record: %w", err)
+	}
+	return nil
+}
+
+// gateCodes are the codes the engine's step gate refuses with.
+var gateCodes = map[rollback.Code]bool{
+	rollback.CodeHalted: true, rollback.CodeBadRequest: true, rollback.CodeSagaUnknown: true, rollback.CodeSagaNotOwner: true,
+	rollback.CodeSagaBusy: true, rollback.CodeSagaFull: true, rollback.CodeDuplicateID: true, rollback.CodeDeadlinePassed: true,
+	rollback.CodeActuatorUnknown: true, rollback.CodeActuatorBusy: true,
+	rollback.Code(limits.NotFinite): true, rollback.Code(limits.LimitMin): true, rollback.Code(limits.LimitMax): true,
+	rollback.Code(limits.LimitStep): true, rollback.Code(limits.LimitSlew): true,
+	rollback.Code(limits.SupplyLow): true, rollback.Code(limits.SupplyHigh): true, rollback.Code(limits.SupplyUnknown): true,
+	rollback.Code(limits.SupplyStale): true, rollback.Code(limits.SupplyTripped): true,
+	rollback.Code(approval.CodeReplayed): true, rollback.Code(approval.CodeFull): true,
+}
+
+// aggregate reports whether a REFUSED record is a count of refusals rather
+// than one command: the supervisor journals in aggregate what its lanes
+// refuse, and what an agent refused too often earns beyond a budget, as
+// one record per agent, op and code ("12 step requests refused with
+// LIMIT_MAX since the last count"), naming no command id and no actuator.
+// A single refused step always carries its id and its actuator.
+func aggregate(rec *rollback.Record) bool { return rec.CmdID == "" && rec.Actuator == "" }
+
+// aggregateCount is how many refusals an aggregate record counts: the
+// number its message starts with, or 1.
+func aggregateCount(msg string) int {
+	n := 0
+	for _, c := range msg {
+		if c < '0' || c > '9' || n > 1e8 {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return max(n, 1)
+}
+
+// gateRefusal reports whether a REFUSED record is the engine's step gate's
+// (replayable) rather than the supervisor's, which it journals with the
+// request's op in front of the message ("step: lease expired").
+func gateRefusal(rec *rollback.Record) bool {
+	c := rollback.Code(rec.Code)
+	if !gateCodes[c] {
+		return false
+	}
+	switch limits.Code(c) {
+	case limits.LimitMin, limits.LimitMax, limits.LimitStep, limits.LimitSlew:
+		return true // only the gate checks limits
+	}
+	for _, op := range []api.Op{api.OpHello, api.OpHeartbeat, api.OpBegin, api.OpStep, api.OpCommit, api.OpAbort,
+		api.OpBye, api.OpHalt, api.OpReset, api.OpStatus} {
+		if strings.HasPrefix(rec.Message, string(op)+": ") {
+			return false
+		}
+	}
+	return true
+}
+
+// force makes a refused command carry what the journal lacks, so the gate
+// refuses it again for the journaled reason once every check it can make
+// anew has passed: a value that was not finite (journaled as 0), a
+// deadline already passed, and causes the replay cannot know — a supply,
+// an approval's nonce, a step of the saga in flight.
+func (r *replayer) force(cmd *rollback.Command, rec *rollback.Record) {
+	switch c := rollback.Code(rec.Code); c {
+	case rollback.Code(limits.NotFinite):
+		cmd.Value = math.NaN()
+	case rollback.CodeDeadlinePassed:
+		cmd.Deadline = r.clk.Now()
+	case rollback.Code(limits.SupplyLow), rollback.Code(limits.SupplyHigh), rollback.Code(limits.SupplyUnknown),
+		rollback.Code(limits.SupplyStale), rollback.Code(limits.SupplyTripped), rollback.CodeSagaBusy,
+		rollback.Code(approval.CodeReplayed), rollback.Code(approval.CodeFull):
+		msg := rec.Message
+		cmd.Admit = func() *rollback.Error { return &rollback.Error{Code: c, Message: msg} }
+	}
+}
+
+// step drives one step command, served (INTENT) or refused (REFUSED) then,
+// and records how the replay's gate decided it.
+func (r *replayer) step(seq uint64, rec *rollback.Record) {
+	r.res.Summary.Steps++
+	owner := r.owner(rec.Saga)
+	cmd := rollback.Command{ID: rec.CmdID, Actuator: rec.Actuator, Value: rec.Requested}
+	var then Verdict
+	if rec.Type == rollback.RecIntent {
+		then = Verdict{Served: true, Target: num(rec.Target), Clamped: rec.Flags&rollback.FlagClamped != 0}
+		if f, ok := r.idx.fails[stepKey{rec.Saga, rec.Step}]; ok {
+			r.flt.arm(rec.Actuator, stepError(f))
+		}
+	} else {
+		owner = rollback.Owner{Agent: rec.Agent, Lease: rec.Lease, Epoch: rec.Epoch}
+		then = Verdict{Code: rec.Code, Reason: rec.Message}
+		r.force(&cmd, rec)
+	}
+	if rec.Actuator != "" && r.world.registry.Get(rec.Actuator) == nil {
+		r.unknownActs[rec.Actuator] = true
+	}
+	id, ok := r.sagaMap[rec.Saga]
+	if !ok {
+		id = unknownSaga
+	}
+	r.mu.Lock()
+	r.marking, r.callFirst = true, nil
+	r.mu.Unlock()
+	_, err := r.e.Step(id, owner, cmd)
+	r.mu.Lock()
+	first := r.callFirst
+	r.marking, r.callFirst = false, nil
+	r.mu.Unlock()
+	r.flt.arm(rec.Actuator, nil) // not taken if the gate refused
+	if !r.reportable(seq, rec.Saga) {
+		return
+	}
+	now := verdictOf(first, err)
+	c := Command{Seq: seq, Time: stamp(rec.UnixNano), Saga: rec.Saga, Agent: owner.Agent, Actuator: rec.Actuator,
+		CmdID: rec.CmdID, Requested: Num(rec.Requested), BeforeWindow: seq < r.idx.fromSeq, Then: then, Now: now}
+	switch {
+	case then.Served && !now.Served:
+		r.res.RefusedNow = append(r.res.RefusedNow, c)
+	case !then.Served && now.Served:
+		r.res.ServedNow = append(r.res.ServedNow, c)
+	case !then.Served && then.Code != now.Code:
+		r.res.RefusedDifferently = append(r.res.RefusedDifferently, c)
+	case then.Served && !same(float64(*then.Target), float64(*now.Target), r.tol[rec.Actuator]):
+		r.res.ClampedDifferently = append(r.res.ClampedDifferently, c)
+	}
+}
+
+// verdictOf reads how the replay's gate decided from the first record the
+// Step journaled (its INTENT or its refusal), or from its error when it
+// journaled neither.
+func verdictOf(first *rollback.Record, err error) Verdict {
+	switch {
+	case first != nil && first.Type == rollback.RecIntent:
+		return Verdict{Served: true, Target: num(first.Target), Clamped: first.Flags&rollback.FlagClamped != 0}
+	case first != nil:
+		return Verdict{Code: first.Code, Reason: first.Message}
+	case err != nil:
+		return Verdict{Code: string(rollback.CodeOf(err)), Reason: err.Error()}
+	}
+	return Verdict{Code: "NOT_JOURNALED", Reason: "the replay's engine journaled no decision"}
+}
+
+// follow keeps track of where the journal stands after a record — steps in
+// flight, sagas unwinding, a halt awaiting its SAFE records — and, once
+// the window is reached, compares the actuators the record settles.
+func (r *replayer) follow(seq uint64, rec *rollback.Record, driving bool) {
+	cmp := driving && seq >= r.idx.fromSeq
+	switch rec.Type {
+	case rollback.RecIntent:
+		r.inflight[stepKey{rec.Saga, rec.Step}] = rec.Actuator
+		if !slices.Contains(r.touched[rec.Saga], rec.Actuator) {
+			r.touched[rec.Saga] = append(r.touched[rec.Saga], rec.Actuator)
+		}
+	case rollback.RecApplied, rollback.RecFailed:
+		k := stepKey{rec.Saga, rec.Step}
+		act, ok := r.inflight[k]
+		delete(r.inflight, k)
+		// A failed step's saga is about to unwind: it settles at END.
+		if cmp && ok && rec.Type == rollback.RecApplied && !r.unwinding[rec.Saga] {
+			r.compare(seq, rec, act)
+		}
+	case rollback.RecAbort:
+		r.unwinding[rec.Saga] = true
+	case rollback.RecCommit, rollback.RecEnd:
+		acts := r.touched[rec.Saga]
+		delete(r.touched, rec.Saga)
+		delete(r.unwinding, rec.Saga)
+		if cmp {
+			r.compare(seq, rec, acts...)
+		}
+	case rollback.RecHalt:
+		r.origHalted = true
+		r.expectSafe()
+	case rollback.RecReset:
+		r.origHalted = false
+		clear(r.awaitSafe)
+	case rollback.RecRecovery:
+		if rec.Message != recoveryFinished && r.origHalted {
+			r.expectSafe() // recovery applies the latched halt's safe policies again
+		}
+	case rollback.RecSafe:
+		delete(r.awaitSafe, rec.Actuator)
+		if cmp {
+			r.compare(seq, rec, rec.Actuator)
+		}
+	case rollback.RecObserved:
+		if cmp {
+			r.compare(seq, rec, rec.Actuator)
+		}
+	}
+}
+
+// expectSafe marks the actuators a halt moves: until the journal's SAFE
+// record for each, the journal has not caught up with the replay's halt,
+// which moved them at once.
+func (r *replayer) expectSafe() {
+	for _, name := range r.world.registry.Names() {
+		if r.world.registry.Get(name).Safe.Mode != actuators.SafeHold {
+			r.awaitSafe[name] = true
+		}
+	}
+}
+
+// compare checks actuators whose commanded value the journal has just
+// settled, and records the first record each differs at.
+func (r *replayer) compare(seq uint64, rec *rollback.Record, names ...string) {
+	for _, name := range names {
+		if r.diverged[name] || r.awaitSafe[name] {
+			continue
+		}
+		jv, ok1 := r.view.Commanded(name)
+		rv, ok2 := r.e.Commanded(name)
+		if !ok1 || !ok2 || same(jv, rv, r.tol[name]) {
+			continue
+		}
+		r.diverged[name] = true
+		r.res.Divergence = append(r.res.Divergence, Divergence{Actuator: name, Seq: seq, Time: stamp(rec.UnixNano),
+			Record: describe(rec), Journal: Num(jv), Replay: Num(rv)})
+	}
+}
+
+func describe(rec *rollback.Record) string {
+	switch rec.Type {
+	case rollback.RecApplied:
+		return fmt.Sprintf("APPLIED saga %d step %d", rec.Saga, rec.Step)
+	case rollback.RecCommit, rollback.RecEnd:
+		return fmt.Sprintf("%s saga %d", rec.Type, rec.Saga)
+	}
+	return rec.Type.String() + " " + rec.Actuator
+}
+
+// finish compares where every actuator ends, how each saga ended, and
+// writes the notes.
+func (r *replayer) finish() {
+	res := r.res
+	for _, name := range r.world.registry.Names() {
+		jv, _ := r.view.Commanded(name)
+		rv, _ := r.e.Commanded(name)
+		res.Final = append(res.Final, Position{Actuator: name, Journal: Num(jv), Replay: Num(rv), Differs: !same(jv, rv, r.tol[name])})
+	}
+	for _, id := range r.idx.openAtStart {
+		s := r.idx.sagas[id]
+		res.Window.OpenAtStart = append(res.Window.OpenAtStart, OpenSaga{Saga: id, Agent: s.owner.Agent, BeginSeq: s.beginSeq})
+	}
+	var ids []uint64
+	for id, s := range r.idx.sagas {
+		if s.beginSeq != 0 && s.beginSeq <= r.idx.toSeq && s.beginSeq >= r.idx.startSeq && r.reportable(s.beginSeq, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	r.mu.Lock()
+	for _, id := range ids {
+		s := r.idx.sagas[id]
+		then := r.idx.thenOutcome(id, r.idx.toSeq)
+		now := "open"
+		if code, refused := r.beginRefused[id]; refused {
+			now = "not begun: " + code
+		} else if how, ok := r.nowEnd[r.sagaMap[id]]; ok {
+			now = how
+		}
+		if then != now {
+			res.Sagas = append(res.Sagas, SagaDiff{Saga: id, Agent: s.owner.Agent, BeginSeq: s.beginSeq, Then: then, Now: now})
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(res.Skipped, func(a, b SkippedSaga) int { return cmpU(a.Saga, b.Saga) })
+	r.flt.mu.Lock()
+	res.Summary.InjectedFaults = r.flt.injected
+	r.flt.mu.Unlock()
+	res.Notes = r.notes()
+	res.normalize()
+	res.summarize()
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// notes say, in the same words every run, what the replay could not check
+// as the daemon did and what it took from the journal instead.
+func (r *replayer) notes() []string {
+	n := []string{
+		fmt.Sprintf("time: the replay's clock is set to each record's journal time, so slew is measured between those; "+
+			"the daemon read its own clock a moment earlier, so values an actuator's max_rate bounds are compared within "+
+			"max_rate × %s (--time-tolerance)", r.opt.TimeTolerance),
+	}
+	if len(r.world.supplies) > 0 {
+		var vs []string
+		for _, name := range sortedKeys(r.world.supplies) {
+			vs = append(vs, fmt.Sprintf("%s %g V", name, r.world.supplies[name]))
+		}
+		n = append(n, "supplies: the journal holds no voltages; every supply is taken as nominal ("+strings.Join(vs, ", ")+
+			"); a command a supply refused then is refused again with that code once the limits pass, "+
+			"and no command served then is checked against a supply")
+		n = append(n, r.world.notes...)
+	}
+	n = append(n,
+		"deadlines: not journaled; a command refused DEADLINE_PASSED then is refused so again, every other one is replayed without a deadline",
+		"approvals: not journaled; a step on an actuator that requires approval is replayed as approved, and the gate's "+
+			"APPROVAL_REPLAYED and APPROVALS_FULL refusals are refused again with that code",
+		"concurrency: the replay is sequential; a step refused SAGA_BUSY then is refused again with that code",
+		fmt.Sprintf("drivers: the simulated devices do what they are told, except where the journal shows a driver failure: "+
+			"%d step or compensation failures were made to happen again", r.flt.injected),
+		"supervisor: refusals it decided before the gate (leases, permissions, rates, readiness) are not replayed "+
+			"(counted under not_replayed); a lapsed lease shows in the journal as aborts, which are replayed",
+	)
+	if r.aggregates {
+		n = append(n, "counts: some refusals are journaled only as a count per agent, op and code (an agent refused too often, "+
+			"or refused by its lane); they name no command, so they are counted under not_replayed and not replayed, "+
+			"and the command ids they used are unknown to the replay's gate")
+	}
+	if r.idx.first > 1 {
+		n = append(n, fmt.Sprintf("beginning: the journal begins at seq %d (the records before it are gone); the actuators start "+
+			"from the config's initial values, in the journal's view as in the replay, not from where those records left them", r.idx.first))
+	}
+	if r.idx.startSeq > r.idx.first {
+		n = append(n, fmt.Sprintf("start: the replay starts at seq %d from the journal's state there, rebuilt as recovery would; "+
+			"the first step on each actuator after it is not slew-checked, as the engine knows no time for the value it starts from", r.idx.startSeq))
+	}
+	if r.res.Summary.Restarts > 0 {
+		n = append(n, fmt.Sprintf("restarts: %d RECOVERY records (a new process taking the journal over), each replayed "+
+			"as a new engine rebuilt from the replay's own journal, then Recover", r.res.Summary.Restarts))
+	}
+	if len(r.unknownActs) > 0 {
+		n = append(n, "actuators the journal names but the config does not: "+strings.Join(sortedKeys(r.unknownActs), ", ")+
+			" (refused ACTUATOR_UNKNOWN now; no position to compare)")
+	}
+	n = append(n, "divergence: compared where the journal has settled a value (a step applied, a saga ended, a SAFE or OBSERVED record), from the window's start")
+	return n
+}
