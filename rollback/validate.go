@@ -39,6 +39,15 @@ func (r *Refusal) Error() string { return r.Err.Error() }
 // Unwrap gives access to Apply's error.
 func (r *Refusal) Unwrap() error { return r.Err }
 
+// Reason is why the record was refused, without the record's name that
+// Apply's error starts with.
+func (r *Refusal) Reason() string {
+	if inner := errors.Unwrap(r.Err); inner != nil {
+		return inner.Error()
+	}
+	return r.Err.Error()
+}
+
 // NewValidator returns a Validator that has seen no record: the journal it
 // checks must start at its first record.
 func NewValidator() *Validator {

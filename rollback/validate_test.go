@@ -152,6 +152,9 @@ func TestReplayRules(t *testing.T) {
 				if r == nil || r.Seq != uint64(tc.refused) || r.Type != tc.recs[tc.refused-1].Type {
 					t.Fatalf("Refused() = %+v, want seq %d", r, tc.refused)
 				}
+				if !strings.Contains(r.Reason(), tc.why) || strings.HasPrefix(r.Reason(), "record ") {
+					t.Errorf("Reason() = %q, want the rule's words alone", r.Reason())
+				}
 				if err := v.Apply(uint64(tc.refused+1), uint8(RecRecovery), nil); !errors.Is(err, r) {
 					t.Fatalf("after a refusal: %v, want the same refusal", err)
 				}
