@@ -168,9 +168,11 @@ func Graph(args []string, w io.Writer) error {
 	if err := requireJournal(*dir); err != nil {
 		return err
 	}
-	h, err := ReadHistory(*dir)
-	var ce *wal.CorruptionError
-	if err != nil && !errors.As(err, &ce) {
+	// Drawn from the records replay accepts: a record the daemon refuses
+	// (a clean END no unwind led to, say) is not drawn as if it were true.
+	h := rollback.NewHistory()
+	_, bad, err := checkJournal(*dir, h)
+	if err != nil {
 		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
 	}
 	sagas := h.Sagas
@@ -183,8 +185,8 @@ func Graph(args []string, w io.Writer) error {
 		sagas = []*rollback.SagaHistory{s}
 	}
 	writeMermaid(w, sagas)
-	if ce != nil {
-		return cli.Exit(1, "journal broken at seq %d (%s): drawn up to there only", ce.Seq, ce.Reason)
+	if bad != nil {
+		return cli.Exit(1, "journal refused at %s: drawn up to there only", bad)
 	}
 	return nil
 }

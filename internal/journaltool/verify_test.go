@@ -94,18 +94,23 @@ func TestToolsRefuseWhatTheDaemonRefuses(t *testing.T) {
 			writeJournal(t, dir, tc.recs...)
 			vout, vcode := run(Verify, "--wal", dir)
 			cout, ccode := run(Certify, "--wal", dir)
+			gout, gcode := run(Graph, "--wal", dir)
 			reg, _ := actuators.NewRegistry()
 			res, derr := recovery.Open(recovery.Options{Dir: dir, Engine: rollback.Config{Actuators: reg}})
 			if derr == nil {
 				res.Close()
 			}
 			if tc.refused == 0 {
-				if vcode != 0 || ccode != 0 || derr != nil {
-					t.Fatalf("verify exit %d, certify exit %d, the daemon's start: %v\n%s\n%s", vcode, ccode, derr, vout, cout)
+				if vcode != 0 || ccode != 0 || gcode != 0 || derr != nil {
+					t.Fatalf("verify exit %d, certify exit %d, graph exit %d, the daemon's start: %v\n%s\n%s\n%s", vcode, ccode, gcode, derr, vout, cout, gout)
 				}
 				return
 			}
 			at := fmt.Sprintf("record seq %d ", tc.refused)
+			if gcode != 1 {
+				t.Errorf("graph: exit %d, want 1 (drawn up to the refused record)", gcode)
+			}
+			contains(t, "graph", gout, "drawn up to there only", at)
 			if vcode != 1 {
 				t.Errorf("verify: exit %d, want 1", vcode)
 			}
