@@ -151,7 +151,9 @@ func describeDamage(w io.Writer, dir string, plan wal.RepairPlan) {
 	}
 	if rep.Broken == nil {
 		fmt.Fprintln(w, "(A torn tail holds no acknowledged record; the supervisor also cuts it itself, keeping the bytes, at its next start.)")
+		return
 	}
+	fmt.Fprintln(w, "After the cut, the ids of sagas begun in the cut records are handed out again: an operator approval naming one, still inside its window, could be used once more.")
 }
 
 // recordAt describes record seq for the operator — its type and when it
