@@ -70,4 +70,12 @@
 // safe value the actuator's commanded value, and Recover applies the safe
 // policies again when the journal ends halted, so that the record is true
 // of the world even if the process died before moving the actuator.
+//
+// Replay also refuses a record the engine never writes where it stands —
+// END, COMP_INTENT or COMP_DONE of a saga never aborted, COMMIT after ABORT
+// or over a step not applied, a second BEGIN, ABORT, outcome or bucket, a
+// step after ABORT or while the previous one has no outcome, an END verdict
+// its buckets contradict — and the daemon then does not start. The rules
+// read no configuration, so Validator, a scratch engine never served,
+// applies the very same ones for the journal tools (verify, certify).
 package rollback

@@ -30,6 +30,7 @@ func Promises() Guarantees {
 			"a lease's end (expiry, bye, MQTT will, a new hello, shutdown) unwinds its agent's open sagas, newest first",
 			"after a crash, recovery finishes every open saga before the supervisor serves a command or reports ready",
 			"a write or fsync error of the journal stops all motion; a journal corrupt before its tail refuses to start; a torn tail is cut, kept in a .broken file and reported",
+			"a journal holding a record the engine never writes where it stands (an END with no ABORT, a COMMIT after one, a second outcome...) refuses to start, and verify and certify refuse it by the same rules",
 			"a lease epoch (fencing token) is never granted twice, across crashes",
 			"a halt journals, durably, which actuators it sends to their safe policies before it moves any; a supervisor restarted on a latched halt applies them again, so the journal and the world agree",
 		},

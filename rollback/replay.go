@@ -26,9 +26,18 @@ func (e *Engine) Apply(seq uint64, typ uint8, payload []byte) error {
 	return nil
 }
 
+// applyLocked is replay's one set of rules (the daemon's start and the
+// journal tools' Validator both come here). Besides what the records
+// mean, it refuses a record the engine never writes where it stands: what
+// the engine writes (in any order of unwind, crash at any point and
+// recovery after it included) always passes, so a refusal means a journal
+// someone else wrote or changed. The rules depend on no configuration.
 func (e *Engine) applyLocked(r *Record) error {
 	switch r.Type {
 	case RecBegin:
+		if e.sagas[r.Saga] != nil {
+			return fmt.Errorf("saga %d is already open", r.Saga)
+		}
 		// Only BEGIN advances the id counter: a refusal may name any id a
 		// client sent.
 		if r.Saga < e.nextSaga {
@@ -42,8 +51,16 @@ func (e *Engine) applyLocked(r *Record) error {
 		if err != nil {
 			return err
 		}
+		if s.aborted() {
+			return fmt.Errorf("saga %d: step %d after its ABORT (the saga is being unwound)", s.id, r.Step)
+		}
 		if int(r.Step) != len(s.steps)+1 {
 			return fmt.Errorf("saga %d: step %d follows step %d", s.id, r.Step, len(s.steps))
+		}
+		if n := len(s.steps); n > 0 && s.steps[n-1].outcome == "" {
+			// A saga runs one step at a time; only a crash leaves a step
+			// without its outcome, and recovery then unwinds the saga.
+			return fmt.Errorf("saga %d: step %d begun while step %d has no outcome", s.id, r.Step, n)
 		}
 		st := e.acts[r.Actuator] // nil if no longer configured: reported at unwind
 		sp := &step{n: r.Step, actName: r.Actuator, act: st, prior: r.Prior, target: r.Target}
@@ -62,6 +79,14 @@ func (e *Engine) applyLocked(r *Record) error {
 		if err != nil {
 			return err
 		}
+		if sp.outcome != "" {
+			return fmt.Errorf("saga %d step %d already has an outcome (%s)", r.Saga, sp.n, sp.outcome)
+		}
+		if e.sagas[r.Saga].aborted() {
+			// The engine writes a step's outcome before it unwinds the
+			// saga, and recovery writes none for a step it finds in flight.
+			return fmt.Errorf("saga %d step %d: an outcome after its ABORT", r.Saga, sp.n)
+		}
 		sp.outcome = Applied
 		if sp.act != nil {
 			sp.act.altOK = false
@@ -77,10 +102,46 @@ func (e *Engine) applyLocked(r *Record) error {
 				sp.act.commanded = sp.prior
 			}
 		}
-	case RecCommit, RecEnd:
+	case RecCommit:
 		s, err := e.replaySaga(r)
 		if err != nil {
 			return err
+		}
+		if s.aborted() {
+			return fmt.Errorf("saga %d committed after its ABORT", s.id)
+		}
+		for _, sp := range s.steps {
+			// Commit waits for the step in flight, and a step that did not
+			// apply unwinds its saga at once.
+			switch sp.outcome {
+			case Applied:
+			case "":
+				return fmt.Errorf("saga %d committed while step %d has no outcome", s.id, sp.n)
+			default:
+				return fmt.Errorf("saga %d committed with step %d %s", s.id, sp.n, sp.outcome)
+			}
+		}
+		e.closeLocked(s)
+	case RecEnd:
+		s, err := e.replaySaga(r)
+		if err != nil {
+			return err
+		}
+		if !s.aborted() {
+			return fmt.Errorf("saga %d ended, but it was never aborted (no ABORT)", s.id)
+		}
+		verdict := "clean"
+		for _, sp := range s.steps {
+			switch sp.bucket {
+			case "":
+				return fmt.Errorf("saga %d ended, but step %d is not settled (no COMP_DONE with a bucket)", s.id, sp.n)
+			case Compensated:
+			default:
+				verdict = "partial"
+			}
+		}
+		if r.Code != verdict {
+			return fmt.Errorf("saga %d ended %q, but its steps' buckets make it %q", s.id, r.Code, verdict)
 		}
 		e.closeLocked(s)
 	case RecAbort:
@@ -88,11 +149,21 @@ func (e *Engine) applyLocked(r *Record) error {
 		if err != nil {
 			return err
 		}
+		if s.aborted() {
+			return fmt.Errorf("saga %d aborted twice", s.id)
+		}
 		s.abortWhy = r.Message
+		if s.abortWhy == "" {
+			// Still aborted: Recover must not journal a second ABORT.
+			s.abortWhy = "aborted (no reason journaled)"
+		}
 	case RecCompIntent:
 		s, err := e.replaySaga(r)
 		if err != nil {
 			return err
+		}
+		if !s.aborted() {
+			return fmt.Errorf("saga %d: a compensation, but the saga was never aborted (no ABORT)", s.id)
 		}
 		sp, err := e.replayStep(r)
 		if err != nil {
@@ -111,9 +182,14 @@ func (e *Engine) applyLocked(r *Record) error {
 		if err != nil {
 			return err
 		}
+		s := e.sagas[r.Saga]
+		if !s.aborted() {
+			return fmt.Errorf("saga %d step %d: a compensation's outcome, but the saga was never aborted (no ABORT)", s.id, sp.n)
+		}
 		if r.Code == "" {
-			// A failed attempt; the step is still unsettled.
-			s, _ := e.replaySaga(r)
+			// A failed attempt; the step is still unsettled. (In direct
+			// order it may be journaled under a settled step that leads its
+			// group: see covered.)
 			for _, o := range e.covered(s, sp) {
 				o.failures++
 			}
@@ -122,6 +198,9 @@ func (e *Engine) applyLocked(r *Record) error {
 		b := Bucket(r.Code)
 		if !b.valid() {
 			return fmt.Errorf("unknown bucket %q", r.Code)
+		}
+		if sp.bucket != "" {
+			return fmt.Errorf("saga %d step %d settled twice (%s, then %s)", s.id, sp.n, sp.bucket, b)
 		}
 		sp.bucket = b
 		sp.err = r.Message
@@ -188,6 +267,10 @@ func (e *Engine) covered(s *saga, sp *step) []*step {
 	}
 	return out
 }
+
+// aborted reports whether the saga's ABORT has been journaled (replayed, or
+// written by this process).
+func (s *saga) aborted() bool { return s.abortWhy != "" }
 
 func (e *Engine) replaySaga(r *Record) (*saga, error) {
 	s := e.sagas[r.Saga]

@@ -142,8 +142,8 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 				for _, d := range r.drivers {
 					d.fail = nil
 				}
-				fullRecs, fullReps := recoverFrom(t, r, order, n, -1)
-				halfRecs, halfReps := recoverFrom(t, r, order, n, n/2)
+				fullRecs, fullReps := recoverViaSnapshot(t, r, order, n, -1)
+				halfRecs, halfReps := recoverViaSnapshot(t, r, order, n, n/2)
 				if fullRecs != halfRecs || fullReps != halfReps {
 					t.Fatalf("recovery differs:\nfull replay:\n%s%s\nsnapshot at %d:\n%s%s", fullRecs, fullReps, n/2, halfRecs, halfReps)
 				}
@@ -152,10 +152,10 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 	}
 }
 
-// recoverFrom rebuilds an engine from r's journal — whole (at < 0), or from
+// recoverViaSnapshot rebuilds an engine from r's journal — whole (at < 0), or from
 // the snapshot of its first at records plus the rest — runs Recover, and
 // returns what it journaled (without times) and its reports.
-func recoverFrom(t *testing.T, r *rig, order Order, n, at int) (string, string) {
+func recoverViaSnapshot(t *testing.T, r *rig, order Order, n, at int) (string, string) {
 	t.Helper()
 	e, j := replayEngine(t, r, order)
 	from := 0

@@ -50,7 +50,9 @@
 // 00000000000003e8.wal, ... The first segment must start at seq 1. Other
 // names are ignored except that Open deletes *.tmp (crash leftovers, such
 // as next.wal.tmp, the segment being prepared); cut bytes are kept in
-// <segment>.broken (or .broken.N).
+// <segment>.broken (or .broken.N), each with a cut note beside it
+// (<that name>.cut: where the bytes were cut and the record before them;
+// see cutnote.go and Cuts).
 //
 // Segments are preallocated to Options.SegmentSize (default 16 MiB):
 // fallocate, then zeros written over the space so that its extents are
@@ -167,5 +169,8 @@
 //
 // Verify runs the same checks read-only; Scan streams records with the
 // same checks; TruncateAt is the operator's explicit cut (it moves the
-// anchor back first, and sets aside checkpoints past the cut).
+// anchor back first, and sets aside checkpoints past the cut). PlanRepair
+// says read-only what cutting a damaged journal at its first bad record
+// removes, segment by segment, and Repair makes that cut with TruncateAt's
+// code, under the lock.
 package wal

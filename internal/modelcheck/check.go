@@ -23,7 +23,7 @@ var Invariants = []string{
 	"in-doubt steps are compensated, unless a halt, an actuator with no undo or that step's own failing compensation prevents it",
 	"crash-free cases: every outcome, bucket and actuator position equals an independent model of the case",
 	"after recovery every actuator is where the journal says (its prior, its target, its safe value), or the journal reports it partial or detached — never silently elsewhere",
-	"the journal verifies after every crash (at most a torn tail) and after every recovery (intact)",
+	"the journal verifies after every crash (at most a torn tail) and after every recovery (intact), and replay's rules accept every record in it (what verify checks)",
 	"no saga open or half-unwound after recovery",
 	"two sagas: one agent's lease expiry unwinds only its own actuators; the other's commit stands",
 }

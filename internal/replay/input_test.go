@@ -272,6 +272,7 @@ func TestRandomJournals(t *testing.T) {
 		var recs []rollback.Record
 		next := uint64(1)
 		steps := map[uint64]uint32{} // open sagas and their steps
+		failed := map[uint64]bool{}  // a step of the saga failed: it cannot commit
 		open := func() (uint64, bool) {
 			for id := range steps {
 				return id, true
@@ -300,21 +301,32 @@ func TestRandomJournals(t *testing.T) {
 					add(rollback.Record{Type: rollback.RecApplied, Saga: s, Step: steps[s]})
 				} else {
 					add(rollback.Record{Type: rollback.RecFailed, Saga: s, Step: steps[s], Code: "FAILED", Flags: uint8(rng.IntN(2))})
+					failed[s] = true
 				}
 			case k < 8:
 				add(rollback.Record{Type: rollback.RecRefused, Saga: s, Actuator: pick(acts), Requested: value(), Code: pick(codes),
 					CmdID: "r" + fmt.Sprint(len(recs)), Agent: "a", Lease: "l", Epoch: 1})
-			case k < 9:
+			case k < 9 && !failed[s]:
 				add(rollback.Record{Type: rollback.RecCommit, Saga: s})
 				delete(steps, s)
 			case k < 10:
+				// An unwind as the engine journals one: every step
+				// settled, last first (a failed attempt now and then),
+				// and the verdict its buckets make.
 				add(rollback.Record{Type: rollback.RecAbort, Saga: s, Message: "why"})
-				if n := steps[s]; n > 0 {
+				verdict := "clean"
+				for n := steps[s]; n > 0; n-- {
 					add(rollback.Record{Type: rollback.RecCompIntent, Saga: s, Step: n, Actuator: pick(acts), Target: value(), Attempt: 1})
-					add(rollback.Record{Type: rollback.RecCompDone, Saga: s, Step: n, Actuator: pick(acts), Attempt: 1,
-						Code: []string{"", "compensated", "fallback_safe"}[rng.IntN(3)]})
+					if rng.IntN(4) == 0 {
+						add(rollback.Record{Type: rollback.RecCompDone, Saga: s, Step: n, Actuator: pick(acts), Attempt: 1})
+					}
+					bucket := []string{"compensated", "fallback_safe"}[rng.IntN(2)]
+					if bucket != "compensated" {
+						verdict = "partial"
+					}
+					add(rollback.Record{Type: rollback.RecCompDone, Saga: s, Step: n, Actuator: pick(acts), Attempt: 1, Code: bucket})
 				}
-				add(rollback.Record{Type: rollback.RecEnd, Saga: s, Code: "clean"})
+				add(rollback.Record{Type: rollback.RecEnd, Saga: s, Code: verdict})
 				delete(steps, s)
 			case k < 11:
 				add(rollback.Record{Type: []rollback.RecordType{rollback.RecHalt, rollback.RecReset, rollback.RecRecovery, rollback.RecLease}[rng.IntN(4)],
