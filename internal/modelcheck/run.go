@@ -30,9 +30,9 @@ type Outcome struct {
 	Crashed, RecoveryCrashed bool
 	// FromCheckpoint: the (last) recovery started from a checkpoint.
 	FromCheckpoint bool
-	Violations               []string
-	Calls                    []string
-	Reports                  []string
+	Violations     []string
+	Calls          []string
+	Reports        []string
 }
 
 // OK reports whether every invariant held.
