@@ -323,10 +323,19 @@ func caseFlood(t *testing.T, h *hostile) {
 	t.Logf("flooder: %d steps served; replies by code %v", len(served), codes)
 	// Refusal replies beyond what can leave are dropped (docs/API.md): an
 	// agent has one reply in flight at a time, and the flooder's backlog of
-	// refusals gives way first. It is told it is refused; that the lanes
-	// refused it for its rate is in the journal's counts below.
-	if codes[api.CodeBusy]+codes[api.CodeRateLimited] == 0 {
-		t.Errorf("the flooder was never told it was refused (BUSY or RATE_LIMITED): %v", codes)
+	// lane refusals (BUSY, RATE_LIMITED) gives way first — under load all
+	// of them may, while the gate's refusals of its full saga (SAGA_FULL,
+	// replies to requests it served) are kept. It is told it is refused;
+	// that the lanes refused it for its rate is in the journal's counts
+	// below, which must be there.
+	refusedReplies := 0
+	for code, n := range codes {
+		if code != "ok" && code != "HALTED" {
+			refusedReplies += n
+		}
+	}
+	if refusedReplies == 0 {
+		t.Errorf("the flooder was never told it was refused: %v", codes)
 	}
 	h.haltOrder(t, recs, nil)
 	h.matchesJournal(t, recs, "base", "gripper")
