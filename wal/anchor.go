@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -131,23 +130,11 @@ func decodeAnchor(b []byte) (anchor, error) {
 // journal, or one written before anchors), an error wrapping the damage if
 // it does not decode.
 func readAnchor(fsys FS, dir string) (*anchor, error) {
-	f, err := fsys.OpenFile(filepath.Join(dir, anchorName), os.O_RDONLY, 0)
+	b, err := readWhole(fsys, filepath.Join(dir, anchorName), anchorSize) // too long: decode says so
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	if size > anchorSize {
-		size = anchorSize + 1 // too long: decode says so
-	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
 		return nil, err
 	}
 	a, err := decodeAnchor(b)

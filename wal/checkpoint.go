@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -171,18 +172,8 @@ func readCheckpoints(fsys FS, dir string) (good []Checkpoint, bad []CheckpointDa
 			good = append(good, Checkpoint{Name: n, At: at, Payload: payload})
 		}
 	}
-	slices.SortFunc(good, func(a, b Checkpoint) int { return cmpSeq(b.At.Seq, a.At.Seq) })
+	slices.SortFunc(good, func(a, b Checkpoint) int { return cmp.Compare(b.At.Seq, a.At.Seq) })
 	return good, bad, nil
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readWhole reads a small file whole, refusing one larger than limit

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,10 +160,10 @@ func Cuts(dir string, opt Options) ([]KeptCut, error) {
 			continue
 		}
 		k := KeptCut{BrokenFile: name, SegmentCut: SegmentCut{Segment: seg, Offset: -1}}
-		if err := readSize(fsys, filepath.Join(dir, name), &k.Bytes); err != nil {
+		if k.Bytes, err = fileSize(fsys, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
-		b, err := readSmall(fsys, filepath.Join(dir, name+cutNoteExt))
+		b, err := readWhole(fsys, filepath.Join(dir, name+cutNoteExt), maxCutNote)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
@@ -205,30 +204,6 @@ func brokenSegment(name string) (string, bool) {
 	return seg, true
 }
 
-func readSize(fsys FS, path string, size *int64) error {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	*size, err = f.Size()
-	return err
-}
-
-// readSmall reads a file of at most 64 KiB (a note is a few hundred bytes).
-func readSmall(fsys FS, path string) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, min(size, 64<<10))
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
+// maxCutNote bounds what is read of a cut note (one is a few hundred
+// bytes).
+const maxCutNote = 64 << 10

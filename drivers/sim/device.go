@@ -288,3 +288,27 @@ func (p *Pulse) Kicks() uint64 { return p.State().Kicks }
 func (p *Pulse) Halt() error {
 	return p.halt(func(*state, int64) {})
 }
+
+// Device is what the simulated world makes for an actuator: a driver that
+// also reports a failure to attach it to the world (Err).
+type Device interface {
+	actuators.Driver
+	Err() error
+}
+
+// ForKind makes the simulated device for an actuator of kind k named
+// name, starting at initial (a servo slewing at slew deg/s; 0: at once).
+// ok is false for a kind the world has no device for.
+func (w *World) ForKind(name string, k actuators.Kind, initial, slew float64) (d Device, ok bool) {
+	switch k {
+	case actuators.Servo:
+		return w.Servo(name, initial, slew), true
+	case actuators.Digital:
+		return w.Digital(name, initial), true
+	case actuators.PWM, actuators.Setpoint:
+		return w.Setpoint(name, initial), true
+	case actuators.Pulse:
+		return w.Pulse(name), true
+	}
+	return nil, false
+}

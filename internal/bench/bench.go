@@ -715,45 +715,57 @@ func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
 
 // printBench writes the results as an aligned table.
 func printBench(w io.Writer, res *benchResult) {
-	where := res.Dir
-	if res.Disk != "" {
-		where += " (" + res.Disk + ")"
-	}
-	fmt.Fprintf(w, "measured in %s, removed afterwards\n", where)
-	if res.Warning != "" {
-		fmt.Fprintf(w, "WARNING: %s\n", res.Warning)
-	}
+	writeWhere(w, res.Dir, res.Disk, res.Warning)
 	fmt.Fprintf(w, "n=%d samples a row, %d-byte records; ratios are p50 and p99 over the fsync floor's p50\n\n", res.N, res.RecordBytes)
-	var table strings.Builder
-	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\tp50\tp99\tp50/floor\tp99/floor\tother")
-	for _, r := range res.Rows {
-		p50, p99 := benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.P99))
-		var other []string
-		switch {
-		case r.RecordsPerSec > 0:
-			other = append(other, fmt.Sprintf("%s records/s, %.1f records/fsync", benchCount(r.RecordsPerSec), r.RecordsPerFsync))
-		case r.Records > 0:
-			p99 = "max " + p99
-			other = append(other, fmt.Sprintf("%s; %d records, %s journal (%s preallocated)",
-				r.Note, r.Records, benchBytes(float64(r.JournalBytes)), benchBytes(float64(r.JournalFileBytes))))
-		default:
-			if r.FsyncsPerOp != nil {
-				other = append(other, fmt.Sprintf("%.2f fsyncs/op", *r.FsyncsPerOp))
+	writeTable(w, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "\tp50\tp99\tp50/floor\tp99/floor\tother")
+		for _, r := range res.Rows {
+			p50, p99 := benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.P99))
+			var other []string
+			switch {
+			case r.RecordsPerSec > 0:
+				other = append(other, fmt.Sprintf("%s records/s, %.1f records/fsync", benchCount(r.RecordsPerSec), r.RecordsPerFsync))
+			case r.Records > 0:
+				p99 = "max " + p99
+				other = append(other, fmt.Sprintf("%s; %d records, %s journal (%s preallocated)",
+					r.Note, r.Records, benchBytes(float64(r.JournalBytes)), benchBytes(float64(r.JournalFileBytes))))
+			default:
+				if r.FsyncsPerOp != nil {
+					other = append(other, fmt.Sprintf("%.2f fsyncs/op", *r.FsyncsPerOp))
+				}
+				if r.Note != "" {
+					other = append(other, r.Note)
+				}
 			}
-			if r.Note != "" {
-				other = append(other, r.Note)
-			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, p50, p99, benchRatio(r.P50xFloor), benchRatio(r.P99xFloor), strings.Join(other, "; "))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, p50, p99, benchRatio(r.P50xFloor), benchRatio(r.P99xFloor), strings.Join(other, "; "))
-	}
-	tw.Flush()
-	for line := range strings.Lines(table.String()) {
-		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
-	}
+	})
 	fmt.Fprintf(w, "\nfirst-touch and the gate wait for no fsync, so their ratios are \"-\"; recovery locks, verifies the\n")
 	fmt.Fprintf(w, "whole chain and replays every record, with the journal in the page cache. Took %s.\n",
 		time.Duration(res.TookNs).Round(100*time.Millisecond))
+}
+
+// writeWhere says where a bench measured, and warns if that disk flatters.
+func writeWhere(w io.Writer, dir, disk, warning string) {
+	if disk != "" {
+		dir += " (" + disk + ")"
+	}
+	fmt.Fprintf(w, "measured in %s, removed afterwards\n", dir)
+	if warning != "" {
+		fmt.Fprintf(w, "WARNING: %s\n", warning)
+	}
+}
+
+// writeTable writes what fill puts in a tabwriter as aligned columns, two
+// spaces apart, without trailing blanks.
+func writeTable(w io.Writer, fill func(tw *tabwriter.Writer)) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fill(tw)
+	tw.Flush()
+	for line := range strings.Lines(b.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
 }
 
 // benchDur formats a duration readably: ns below 1 µs, µs with one decimal

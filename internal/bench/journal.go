@@ -389,23 +389,8 @@ func benchStepCheckpoints(ctx context.Context, dir string, n int) ([]StepRow, er
 }
 
 func printJournal(w io.Writer, res *JournalResult) {
-	where := res.Dir
-	if res.Disk != "" {
-		where += " (" + res.Disk + ")"
-	}
-	fmt.Fprintf(w, "measured in %s, removed afterwards\n", where)
-	if res.Warning != "" {
-		fmt.Fprintf(w, "WARNING: %s\n", res.Warning)
-	}
-	table := func(write func(tw *tabwriter.Writer)) {
-		var b strings.Builder
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		write(tw)
-		tw.Flush()
-		for line := range strings.Lines(b.String()) {
-			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
-		}
-	}
+	writeWhere(w, res.Dir, res.Disk, res.Warning)
+	table := func(fill func(tw *tabwriter.Writer)) { writeTable(w, fill) }
 	fmt.Fprintln(w, "\nrestart-to-ready: recovery.Open (lock, verify, rebuild, finish), journal in the page cache")
 	table(func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "records\tstarts from\treplayed\tp50\tmax\tvs no checkpoint")

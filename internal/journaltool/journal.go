@@ -9,6 +9,7 @@ package journaltool
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -144,9 +145,13 @@ func requireJournal(dir string) error {
 
 // journalArg parses the --wal DIR flag of a command that reads a journal;
 // a missing or unreadable directory, or one holding no journal, is exit 2.
-func journalArg(name string, args []string) (string, error) {
+// Flags of the command's own, besides --wal, are set up by more.
+func journalArg(name string, args []string, more ...func(*flag.FlagSet)) (string, error) {
 	fs := cli.NewFlags(name)
 	dir := fs.String("wal", "", "journal directory")
+	for _, m := range more {
+		m(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return "", cli.Exit(2, "%v", err)
 	}
@@ -196,24 +201,17 @@ func Verify(args []string, w io.Writer) error {
 
 // Graph is `graph --wal DIR [--saga ID]`: sagas as a Mermaid flowchart.
 func Graph(args []string, w io.Writer) error {
-	fs := cli.NewFlags("graph")
-	dir := fs.String("wal", "", "journal directory")
-	sagaID := fs.String("saga", "", "draw only this saga")
-	if err := fs.Parse(args); err != nil {
-		return cli.Exit(2, "%v", err)
-	}
-	if *dir == "" {
-		return cli.Exit(2, "--wal DIR is required")
-	}
-	if err := requireJournal(*dir); err != nil {
+	var sagaID *string
+	dir, err := journalArg("graph", args, func(fs *flag.FlagSet) { sagaID = fs.String("saga", "", "draw only this saga") })
+	if err != nil {
 		return err
 	}
 	// Drawn from the records replay accepts: a record the daemon refuses
 	// (a clean END no unwind led to, say) is not drawn as if it were true.
 	h := rollback.NewHistory()
-	_, bad, err := checkJournal(*dir, h)
+	_, bad, err := checkJournal(dir, h)
 	if err != nil {
-		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
 	sagas := h.Sagas
 	if *sagaID != "" {

@@ -2,6 +2,7 @@ package journaltool
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -25,21 +26,16 @@ import (
 // whose chain is intact but that replay refuses: cutting is for damage.
 // Exit 2: no journal there, or unreadable.
 func Repair(args []string, w io.Writer) error {
-	fs := cli.NewFlags("repair")
-	dir := fs.String("wal", "", "journal directory")
-	yes := fs.Bool("yes", false, "cut: without it, repair only says what it would cut")
-	if err := fs.Parse(args); err != nil {
-		return cli.Exit(2, "%v", err)
-	}
-	if *dir == "" {
-		return cli.Exit(2, "--wal DIR is required")
-	}
-	if err := requireJournal(*dir); err != nil {
+	var yes *bool
+	dir, err := journalArg("repair", args, func(fs *flag.FlagSet) {
+		yes = fs.Bool("yes", false, "cut: without it, repair only says what it would cut")
+	})
+	if err != nil {
 		return err
 	}
-	plan, err := wal.PlanRepair(*dir, wal.Options{})
+	plan, err := wal.PlanRepair(dir, wal.Options{})
 	if err != nil {
-		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
 	if l := plan.Report.Lost; l != nil {
 		fmt.Fprintf(w, "LOST: %s\n", l.Reason)
@@ -49,9 +45,9 @@ func Repair(args []string, w io.Writer) error {
 	}
 	// Replay's rules over what comes before the damage: a record they
 	// refuse is not damage, and a cut after it would not mend the journal.
-	_, bad, err := checkJournal(*dir, nil)
+	_, bad, err := checkJournal(dir, nil)
 	if err != nil {
-		return cli.Exit(2, "cannot read journal %s: %v", *dir, err)
+		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
 	if bad != nil && bad.refused != nil {
 		fmt.Fprintf(w, "REFUSED: %d records verified, then %s\n", bad.accepted, bad)
@@ -63,13 +59,13 @@ func Repair(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "nothing to repair: %d records in %d segments, chain intact, last seq %d, head %x\n", rep.Records, rep.Segments, rep.LastSeq, rep.LastHash[:8])
 		return nil
 	}
-	describeDamage(w, *dir, plan)
+	describeDamage(w, dir, plan)
 	if !*yes {
 		fmt.Fprintln(w, "Nothing was changed.")
 		return cli.Exit(1, "repair needed; run again with --yes to cut (the cut bytes are kept in .broken files)")
 	}
 
-	done, err := wal.Repair(*dir, wal.Options{})
+	done, err := wal.Repair(dir, wal.Options{})
 	if errors.Is(err, wal.ErrLocked) {
 		return cli.Exit(1, "the journal is in use (%v): stop the supervisor first; nothing was cut", err)
 	}
@@ -83,7 +79,7 @@ func Repair(args []string, w io.Writer) error {
 		fmt.Fprintln(w, "The journal changed since it was read and needs no repair now (a supervisor cut its torn tail?): nothing was cut.")
 	case done.CutAt != plan.CutAt:
 		fmt.Fprintf(w, "The journal changed since it was read: the cut was made from seq %d on instead:\n", done.CutAt)
-		describeDamage(w, *dir, done)
+		describeDamage(w, dir, done)
 	}
 	slices.Sort(done.BrokenFiles)
 	for _, name := range done.BrokenFiles {
@@ -92,9 +88,9 @@ func Repair(args []string, w io.Writer) error {
 	if done.CutAt != 0 {
 		fmt.Fprintf(w, "CUT: the journal now ends at record seq %d; what is listed above as cut is gone from it.\n", done.CutAt-1)
 	}
-	rep, bad, err := checkJournal(*dir, nil)
+	rep, bad, err := checkJournal(dir, nil)
 	if err != nil {
-		return cli.Exit(2, "cannot read journal %s after the cut: %v", *dir, err)
+		return cli.Exit(2, "cannot read journal %s after the cut: %v", dir, err)
 	}
 	if bad != nil || !rep.OK() {
 		what := "a torn tail or lost records"

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -679,23 +680,13 @@ func (r *replayer) finish() {
 		}
 	}
 	r.mu.Unlock()
-	slices.SortFunc(res.Skipped, func(a, b SkippedSaga) int { return cmpU(a.Saga, b.Saga) })
+	slices.SortFunc(res.Skipped, func(a, b SkippedSaga) int { return cmp.Compare(a.Saga, b.Saga) })
 	r.flt.mu.Lock()
 	res.Summary.InjectedFaults = r.flt.injected
 	r.flt.mu.Unlock()
 	res.Notes = r.notes()
 	res.normalize()
 	res.summarize()
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // notes say, in the same words every run, what the replay could not check

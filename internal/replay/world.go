@@ -194,24 +194,12 @@ func buildWorld(cfg *config.Config, clk *clock, f *faults) (*simWorld, error) {
 	var list []*actuators.Actuator
 	for _, name := range cfg.ActuatorNames() {
 		a := cfg.Actuators[name]
-		var d interface {
-			actuators.Driver
-			Err() error
+		slew := 0.0
+		if s, ok := a.Section.(*config.SimActuator); ok {
+			slew = s.Slew
 		}
-		switch a.Kind {
-		case actuators.Servo:
-			slew := 0.0
-			if s, ok := a.Section.(*config.SimActuator); ok {
-				slew = s.Slew
-			}
-			d = w.Servo(name, a.Initial, slew)
-		case actuators.Digital:
-			d = w.Digital(name, a.Initial)
-		case actuators.PWM, actuators.Setpoint:
-			d = w.Setpoint(name, a.Initial)
-		case actuators.Pulse:
-			d = w.Pulse(name)
-		default:
+		d, ok := w.ForKind(name, a.Kind, a.Initial, slew)
+		if !ok {
 			w.Close()
 			return nil, fmt.Errorf("actuator %s: kind %q has no simulated device", name, a.Kind)
 		}

@@ -33,20 +33,12 @@ func openSimActuator(e *Env, name string, a *config.Actuator) (actuators.Driver,
 	if err != nil {
 		return nil, err
 	}
-	var d interface {
-		actuators.Driver
-		Err() error
+	slew := 0.0
+	if s, ok := a.Section.(*config.SimActuator); ok {
+		slew = s.Slew
 	}
-	switch a.Kind {
-	case actuators.Servo:
-		d = w.Servo(name, a.Initial, a.Section.(*config.SimActuator).Slew)
-	case actuators.Digital:
-		d = w.Digital(name, a.Initial)
-	case actuators.PWM, actuators.Setpoint:
-		d = w.Setpoint(name, a.Initial)
-	case actuators.Pulse:
-		d = w.Pulse(name)
-	default:
+	d, ok := w.ForKind(name, a.Kind, a.Initial, slew)
+	if !ok {
 		return nil, nil
 	}
 	return d, d.Err()
