@@ -35,7 +35,23 @@
 // reported. Records before the replay's start are applied to the engine as
 // recovery would, so the world starts where the journal says it was; a
 // saga open at the window's start is replayed from its BEGIN when the
-// journal holds it, and skipped (and reported) when it does not.
+// journal holds it.
+//
+// # A journal that retention has shortened
+//
+// A journal whose first record is after seq 1 lost its oldest segments to
+// retention, behind a checkpoint. The replay then starts from the oldest
+// checkpoint that decodes, whose record the journal holds with the same
+// hash, and that lies before the window's end: the replay's engine, the
+// journal's view and the engine of every restart are restored from its
+// snapshot (rollback.Engine.Restore), the records up to it are not
+// replayed, and sagas open in the snapshot are replayed from there as
+// sagas begun before the replay, their owners and steps taken from it.
+// Work the daemon had in progress where driving starts — a step's outcome,
+// an unwind, a halt's safe moves — is finished from the journal's records
+// rather than redone. With no usable checkpoint the actuators start from
+// the config's initial values and sagas whose BEGIN is gone are skipped
+// (and reported); the notes say which it was.
 //
 // A result written with --write-expect is a fixture: stable, sorted, free
 // of paths and durations. --expect replays again and compares, so an

@@ -110,7 +110,11 @@ type writer struct {
 	log    *wal.Log
 	e      *rollback.Engine
 	rec    *recovery.Result
-	n      int // command ids handed out
+	walOpt wal.Options
+	// ckptOpt, when Manual, keeps checkpoints as the daemon does: the
+	// journal is opened by recovery.Open, and checkpoint writes one.
+	ckptOpt recovery.CheckpointOptions
+	n       int // command ids handed out
 	// drift, if set, moves the clock on at every reading, as real time
 	// passes between the gate's reading and the record's stamp.
 	drift func() time.Duration
@@ -126,7 +130,29 @@ var start = time.Date(2025, 6, 1, 14, 0, 0, 0, time.UTC)
 
 func newWriter(t *testing.T, cfg *config.Config) *writer {
 	t.Helper()
-	w := &writer{t: t, dir: filepath.Join(t.TempDir(), "journal"), cfg: cfg, now: start, servos: map[string]*sim.Servo{}}
+	return newWriterWith(t, cfg, walOptions, recovery.CheckpointOptions{})
+}
+
+// retainingWAL are the journal options of a writer that keeps checkpoints:
+// 4 KiB segments, at most four of them kept behind the older checkpoint,
+// and records nobody waits for (a step's APPLIED) written only at the next
+// sync, so a checkpoint taken right after a step covers its INTENT and not
+// its outcome, on every run.
+var retainingWAL = wal.Options{SegmentSize: 4096, AnchorEvery: -1, FlushDelay: time.Hour,
+	Retention: wal.Retention{MaxBytes: 4 * 4096}}
+
+// newRetainingWriter is a writer that keeps checkpoints (one each time
+// checkpoint is called) and lets retention delete the segments behind the
+// older one, as the daemon does: the journal it leaves begins after seq 1.
+func newRetainingWriter(t *testing.T, cfg *config.Config) *writer {
+	t.Helper()
+	return newWriterWith(t, cfg, retainingWAL, recovery.CheckpointOptions{Manual: true, Records: 1})
+}
+
+func newWriterWith(t *testing.T, cfg *config.Config, walOpt wal.Options, ckptOpt recovery.CheckpointOptions) *writer {
+	t.Helper()
+	w := &writer{t: t, dir: filepath.Join(t.TempDir(), "journal"), cfg: cfg, now: start, servos: map[string]*sim.Servo{},
+		walOpt: walOpt, ckptOpt: ckptOpt}
 	w.world = sim.NewMemoryWorld(sim.WithClock(w.clock))
 	var list []*actuators.Actuator
 	for _, name := range cfg.ActuatorNames() {
@@ -145,13 +171,17 @@ func newWriter(t *testing.T, cfg *config.Config) *writer {
 		s := cfg.Supplies[name]
 		w.sup.volts[name] = (s.MinVolts + s.MaxVolts) / 2
 	}
-	if w.log, err = wal.Open(w.dir, walOptions); err != nil {
+	t.Cleanup(w.close)
+	if ckptOpt.Manual {
+		w.restart()
+		return w
+	}
+	if w.log, err = wal.Open(w.dir, walOpt); err != nil {
 		t.Fatal(err)
 	}
 	if w.e, err = rollback.New(w.engineConfig(w.log)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.close)
 	return w
 }
 
@@ -200,7 +230,7 @@ func (w *writer) crash() { w.close() }
 // restart takes the journal over as the daemon does at start.
 func (w *writer) restart() {
 	w.t.Helper()
-	res, err := recovery.Open(recovery.Options{Dir: w.dir, WAL: walOptions, Engine: w.engineConfig(nil)})
+	res, err := recovery.Open(recovery.Options{Dir: w.dir, WAL: w.walOpt, Engine: w.engineConfig(nil), Checkpoint: w.ckptOpt})
 	if err != nil {
 		w.t.Fatalf("recovery: %v", err)
 	}
@@ -264,6 +294,30 @@ func (w *writer) flush() {
 	if err := w.log.Sync(); err != nil {
 		w.t.Fatal(err)
 	}
+}
+
+// checkpoint writes a checkpoint of every durable record, as the daemon's
+// checkpointer does, and returns the seq it covers; retention follows.
+func (w *writer) checkpoint() uint64 {
+	w.t.Helper()
+	if err := w.rec.Checkpointer.CheckpointNow(); err != nil {
+		w.t.Fatalf("checkpoint: %v", err)
+	}
+	good, _, err := wal.Checkpoints(w.dir, wal.Options{})
+	if err != nil || len(good) == 0 {
+		w.t.Fatalf("no checkpoint after CheckpointNow: %v", err)
+	}
+	return good[0].At.Seq
+}
+
+// firstSeq is the first record the journal holds.
+func firstSeq(t *testing.T, dir string) uint64 {
+	t.Helper()
+	vr, err := wal.Verify(dir, wal.Options{})
+	if err != nil || !vr.OK() {
+		t.Fatalf("verify: %+v %v", vr, err)
+	}
+	return vr.FirstSeq
 }
 
 // records reads the journal back.

@@ -85,6 +85,7 @@ type stepFailure struct {
 
 // compAttempt is one compensation attempt then, and whether it failed.
 type compAttempt struct {
+	seq     uint64 // its COMP_INTENT
 	failed  bool
 	message string
 }
@@ -96,6 +97,10 @@ type sagaInfo struct {
 	endSeq   uint64 // its COMMIT or END; 0 while open
 	endHow   string // committed, clean or partial
 	named    bool   // a record other than a refusal names it
+	// fromCkpt: the saga is open in the snapshot of the checkpoint the
+	// replay starts from (its owner comes from there when its BEGIN is
+	// gone).
+	fromCkpt bool
 }
 
 // index is the first pass over the journal: its extent, its sagas, where
@@ -109,8 +114,31 @@ type index struct {
 	comps               map[compKey][]compAttempt
 
 	fromSeq, toSeq uint64
-	startSeq       uint64   // where driving starts: fromSeq, or an earlier BEGIN of a saga open at fromSeq
-	openAtStart    []uint64 // sagas open at fromSeq replayed from their BEGIN, in id order
+	// startSeq is where driving starts: fromSeq, or an earlier BEGIN of a
+	// saga open at fromSeq, or the record after the checkpoint (never
+	// before it).
+	startSeq    uint64
+	openAtStart []uint64 // sagas open at fromSeq replayed from their BEGIN or from the checkpoint, in id order
+
+	// A journal that begins after seq 1 is replayed from a checkpoint.
+	// ckpts are the checkpoints that decode, newest first, read when the
+	// first record is met; ckptAt holds the journal's hash and time of the
+	// records they cover; damaged are those that do not decode.
+	ckpts   []wal.Checkpoint
+	ckptAt  map[uint64]recordAt
+	damaged []wal.CheckpointDamage
+	// ckpt is the checkpoint the replay starts from (nil: none); base is
+	// its seq (0: none): records up to it are in its snapshot, not
+	// replayed. passedOver says why the older ones were not used.
+	ckpt       *wal.Checkpoint
+	base       uint64
+	passedOver []string
+}
+
+// recordAt is a record's chain hash and wall time.
+type recordAt struct {
+	hash     [32]byte
+	unixNano int64
 }
 
 // errBadWindow marks a window that selects nothing or is upside down.
@@ -122,7 +150,8 @@ var errStop = errors.New("stop")
 // readIndex makes the first pass. A record that is not an engine record is
 // an error: the journal is not one the replay can read.
 func readIndex(dir string, from, to Bound) (*index, error) {
-	x := &index{sagas: map[uint64]*sagaInfo{}, fails: map[stepKey]stepFailure{}, comps: map[compKey][]compAttempt{}}
+	x := &index{sagas: map[uint64]*sagaInfo{}, fails: map[stepKey]stepFailure{}, comps: map[compKey][]compAttempt{},
+		ckptAt: map[uint64]recordAt{}}
 	attempts := map[attemptKey]attemptAt{}
 	var fromAt, afterTo uint64 // the first record at or after from; the first after to (times)
 	err := wal.Scan(dir, wal.Options{}, 1, func(wr wal.Record) error {
@@ -132,6 +161,19 @@ func readIndex(dir string, from, to Bound) (*index, error) {
 		}
 		if x.records == 0 {
 			x.first, x.firstTime = wr.Seq, r.UnixNano
+			if wr.Seq > 1 {
+				// The records before it are gone: only a checkpoint can
+				// say where they left things.
+				if x.ckpts, x.damaged, err = wal.Checkpoints(dir, wal.Options{}); err != nil {
+					return fmt.Errorf("reading the checkpoints: %w", err)
+				}
+				for _, c := range x.ckpts {
+					x.ckptAt[c.At.Seq] = recordAt{}
+				}
+			}
+		}
+		if _, ok := x.ckptAt[wr.Seq]; ok {
+			x.ckptAt[wr.Seq] = recordAt{hash: wr.Hash, unixNano: r.UnixNano}
 		}
 		x.records++
 		x.last, x.lastTime = wr.Seq, r.UnixNano
@@ -153,7 +195,7 @@ func readIndex(dir string, from, to Bound) (*index, error) {
 	if err := x.resolve(from, to, fromAt, afterTo); err != nil {
 		return nil, err
 	}
-	x.findStart()
+	x.pickCheckpoint()
 	return x, nil
 }
 
@@ -193,13 +235,13 @@ func (x *index) note(seq uint64, r *rollback.Record, attempts map[attemptKey]att
 		saga().named = true
 		k := compKey{r.Saga, r.Actuator}
 		attempts[attemptKey{r.Saga, r.Step, r.Attempt}] = attemptAt{k, len(x.comps[k])}
-		x.comps[k] = append(x.comps[k], compAttempt{})
+		x.comps[k] = append(x.comps[k], compAttempt{seq: seq})
 	case rollback.RecCompDone:
 		ak := attemptKey{r.Saga, r.Step, r.Attempt}
 		if at, ok := attempts[ak]; ok {
 			delete(attempts, ak)
 			if r.Code == "" { // a failed attempt; a bucket settles the step
-				x.comps[at.key][at.i] = compAttempt{failed: true, message: r.Message}
+				x.comps[at.key][at.i].failed, x.comps[at.key][at.i].message = true, r.Message
 			}
 		}
 	}
@@ -241,14 +283,71 @@ func (x *index) resolve(from, to Bound, fromAt, afterTo uint64) error {
 	return nil
 }
 
-// findStart finds the sagas open at the window's start whose BEGIN is in
-// the journal: driving starts at the earliest of their BEGINs.
-func (x *index) findStart() {
+// pickCheckpoint chooses the checkpoint a journal that begins after seq 1
+// is replayed from: the oldest that decodes, covers a record the journal
+// holds — with the hash the checkpoint names — and lies before the
+// window's end. Older ones it passes over are noted. Compensation
+// attempts the snapshot covers are dropped from the fault script: the
+// replay never makes them again.
+func (x *index) pickCheckpoint() {
+	for i := len(x.ckpts) - 1; i >= 0 && x.ckpt == nil; i-- {
+		c := &x.ckpts[i]
+		seq := c.At.Seq
+		switch at := x.ckptAt[seq]; {
+		case seq < x.first:
+			x.passOver(c, fmt.Sprintf("it covers record %d, before the journal's first record (%d)", seq, x.first))
+		case seq > x.last:
+			x.passOver(c, fmt.Sprintf("it covers record %d, after the journal's last record (%d)", seq, x.last))
+		case at.hash != c.At.Hash: // every record from first to last was read
+			x.passOver(c, fmt.Sprintf("it covers record %d, but the journal's record %d has another hash: "+
+				"it belongs to another journal, or another copy of this one", seq, seq))
+		case seq >= x.toSeq:
+			x.passOver(c, fmt.Sprintf("it covers record %d, at or after the window's end (seq %d): the window has nothing after it to replay", seq, x.toSeq))
+		default:
+			x.ckpt, x.base = c, seq
+		}
+	}
+	if x.ckpt == nil {
+		return
+	}
+	for k, q := range x.comps {
+		x.comps[k] = slices.DeleteFunc(q, func(a compAttempt) bool { return a.seq <= x.base })
+	}
+}
+
+func (x *index) passOver(c *wal.Checkpoint, why string) {
+	x.passedOver = append(x.passedOver, fmt.Sprintf("checkpoint %s not used: %s", c.Name, why))
+}
+
+// findStart finds where driving starts. A saga open at the window's start
+// whose BEGIN is in the journal after the checkpoint (if any) is replayed
+// from its BEGIN; one the checkpoint's snapshot holds open (held, with its
+// owner) is replayed from the record after the checkpoint. Either way it
+// is listed as open at the start, and what it does is reported.
+func (x *index) findStart(held []rollback.OpenSaga) {
 	x.startSeq = x.fromSeq
+	if x.ckpt != nil {
+		x.startSeq = max(x.fromSeq, x.base+1)
+	}
 	for id, s := range x.sagas {
-		if s.beginSeq != 0 && s.beginSeq < x.fromSeq && (s.endSeq == 0 || s.endSeq >= x.fromSeq) {
+		if s.beginSeq > x.base && s.beginSeq < x.fromSeq && (s.endSeq == 0 || s.endSeq >= x.fromSeq) {
 			x.openAtStart = append(x.openAtStart, id)
 			x.startSeq = min(x.startSeq, s.beginSeq)
+		}
+	}
+	for _, o := range held {
+		s := x.sagas[o.ID]
+		if s == nil {
+			s = &sagaInfo{}
+			x.sagas[o.ID] = s
+		}
+		s.fromCkpt = true
+		if s.beginSeq == 0 {
+			s.owner = o.Owner
+		}
+		if s.endSeq == 0 || s.endSeq >= x.fromSeq {
+			x.openAtStart = append(x.openAtStart, o.ID)
+			x.startSeq = min(x.startSeq, x.base+1)
 		}
 	}
 	slices.Sort(x.openAtStart)
@@ -256,14 +355,17 @@ func (x *index) findStart() {
 
 // orphan reports whether records of saga id are to be skipped: the journal
 // names it but holds no BEGIN for it because it began before the journal's
-// first record (a journal that begins after seq 1). In a journal that
-// begins at seq 1 such records are not skipped: recovery would refuse
-// them, and so does the replay. A refusal naming an id nobody began is
-// never an orphan: the gate refused an id a client made up, and the
-// replay's gate will too.
+// first record (a journal that begins after seq 1), and no checkpoint
+// stands in for the records that are gone. In a journal that begins at
+// seq 1, or is replayed from a checkpoint, such records are not skipped:
+// the checkpoint's snapshot holds every saga open at it, so a saga neither
+// there nor begun after it is an inconsistency that recovery would refuse,
+// and so does the replay. A refusal naming an id nobody began is never an
+// orphan: the gate refused an id a client made up, and the replay's gate
+// will too.
 func (x *index) orphan(id uint64) bool {
 	s := x.sagas[id]
-	return x.first > 1 && s != nil && s.named && s.beginSeq == 0
+	return x.first > 1 && x.ckpt == nil && s != nil && s.named && s.beginSeq == 0
 }
 
 // thenOutcome is how saga id stood in the journal at seq to.

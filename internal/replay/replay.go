@@ -55,9 +55,12 @@ const unknownSaga = math.MaxUint64
 const recoveryFinished = "recovery finished"
 
 // Replay replays the journal in opt.Dir under opt.Config and reports what
-// differs. Every error is about its input: a missing, unreadable or damaged
-// journal, a journal the engine cannot rebuild from, a configuration the
-// replay cannot build, or a window that selects nothing.
+// differs. A journal that begins after seq 1 (retention deleted its oldest
+// segments) is replayed from its oldest usable checkpoint (Window.Checkpoint).
+// Every error is about its input: a missing, unreadable or damaged
+// journal, a journal the engine cannot rebuild from, a checkpoint whose
+// snapshot cannot be restored, a configuration the replay cannot build, or
+// a window that selects nothing.
 func Replay(opt Options) (*Result, error) {
 	switch ok, err := wal.Present(nil, opt.Dir); {
 	case err != nil:
@@ -125,7 +128,10 @@ type replayer struct {
 	diverged     map[string]bool
 	skipped      map[uint64]bool
 	unknownActs  map[string]bool
-	aggregates   bool // refusals journaled as counts were met in the window
+	aggregates   bool   // refusals journaled as counts were met in the window
+	mismatch     string // the checkpoint was taken under other actuators: how
+	inh          inherited
+	taken        int // records taken from the journal to finish inherited work
 
 	mu        sync.Mutex        // guards what the scratch journal's hook writes
 	nowEnd    map[uint64]string // replay saga id → committed, clean or partial
@@ -149,6 +155,9 @@ func newReplayer(opt Options, idx *index) (*replayer, error) {
 		return nil, fmt.Errorf("building the simulated world from the config: %w", err)
 	}
 	r.world = w
+	if idx.ckpt != nil {
+		r.clk.set(idx.ckptAt[idx.base].unixNano)
+	}
 	r.jn = &scratch{onRec: r.onRecord}
 	r.ecfg = opt.Config.RollbackConfig()
 	r.ecfg.Journal, r.ecfg.Actuators, r.ecfg.Supplies, r.ecfg.Now = r.jn, w.registry, w.supplies, r.clk.Now
@@ -164,9 +173,62 @@ func newReplayer(opt Options, idx *index) (*replayer, error) {
 		w.world.Close()
 		return nil, err
 	}
+	if idx.ckpt != nil {
+		for _, e := range []*rollback.Engine{r.view, r.e} {
+			if err := r.restore(e); err != nil {
+				r.close()
+				return nil, err
+			}
+		}
+		r.seedFollow()
+	}
+	idx.findStart(r.view.Sagas())
 	r.res = &Result{Format: Format, Journal: opt.Dir, Config: opt.ConfigName, NotReplayed: map[string]int{}}
 	r.res.Window = Window{FirstSeq: idx.first, LastSeq: idx.last, FromSeq: idx.fromSeq, ToSeq: idx.toSeq, StartSeq: idx.startSeq}
+	if c := idx.ckpt; c != nil {
+		r.res.Window.Checkpoint = &StartCheckpoint{Seq: c.At.Seq, File: c.Name}
+	}
 	return r, nil
+}
+
+// restore installs the checkpoint's snapshot into a new engine: the
+// journal's view, the replay's engine, and the engine of each restart. A
+// snapshot taken under other actuators than the config's is installed
+// for the actuators both have, and noted; one that does not decode ends
+// the replay: the records it covers are gone, and nothing else can say
+// where they left things.
+func (r *replayer) restore(e *rollback.Engine) error {
+	c := r.idx.ckpt
+	err := e.Restore(c.Payload)
+	if errors.Is(err, rollback.ErrSnapshotMismatch) {
+		r.mismatch = err.Error()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal %s begins at seq %d and must be replayed from its checkpoint %s (record %d), "+
+			"whose snapshot the replay cannot restore: %w", r.opt.Dir, r.idx.first, c.Name, c.At.Seq, err)
+	}
+	return nil
+}
+
+// seedFollow gives the bookkeeping of follow what the records up to the
+// checkpoint would have given it: the actuators each open saga's steps
+// named, the steps in flight, the sagas being unwound, a halt latched.
+func (r *replayer) seedFollow() {
+	for _, s := range r.view.Sagas() {
+		if s.AbortReason != "" {
+			r.unwinding[s.ID] = true
+		}
+		for _, sp := range s.Steps {
+			if !slices.Contains(r.touched[s.ID], sp.Actuator) {
+				r.touched[s.ID] = append(r.touched[s.ID], sp.Actuator)
+			}
+			if sp.Outcome == "" {
+				r.inflight[stepKey{s.ID, sp.N}] = sp.Actuator
+			}
+		}
+	}
+	r.origHalted, _ = r.view.Halted()
 }
 
 func (r *replayer) close() {
@@ -211,6 +273,9 @@ func (r *replayer) run() error {
 		if wr.Seq == r.idx.toSeq {
 			r.res.Window.To = stamp(rec.UnixNano)
 		}
+		if wr.Seq <= r.idx.base {
+			return nil // in the checkpoint's snapshot
+		}
 		orphan := hasSaga(rec.Type) && r.idx.orphan(rec.Saga)
 		if !orphan {
 			if err := r.view.Apply(wr.Seq, wr.Type, wr.Payload); err != nil {
@@ -234,8 +299,13 @@ func (r *replayer) run() error {
 			r.skip(rec.Saga)
 			return nil
 		}
-		if err := r.drive(wr.Seq, &rec); err != nil {
+		switch took, err := r.take(wr, &rec); {
+		case err != nil:
 			return err
+		case !took:
+			if err := r.drive(wr.Seq, &rec); err != nil {
+				return err
+			}
 		}
 		r.follow(wr.Seq, &rec, true)
 		return nil
@@ -247,15 +317,95 @@ func (r *replayer) run() error {
 }
 
 // begun is called at the first driven record: sagas left open by the
-// records applied before it keep their ids in the replay.
+// checkpoint and the records applied before it keep their ids in the
+// replay, and what they had in progress is inherited.
 func (r *replayer) begun() {
 	r.started = true
-	for _, id := range r.e.OpenSagas() {
-		r.sagaMap[id] = id
+	r.inh = inherited{steps: map[stepKey]bool{}, unwinds: map[uint64]bool{}}
+	for _, s := range r.e.Sagas() {
+		r.sagaMap[s.ID] = s.ID
 		r.flt.mu.Lock()
-		r.flt.origOf[id] = id
+		r.flt.origOf[s.ID] = s.ID
 		r.flt.mu.Unlock()
+		if s.AbortReason != "" {
+			r.inh.unwinds[s.ID] = true
+		}
+		for _, sp := range s.Steps {
+			if sp.Outcome == "" {
+				r.inh.steps[stepKey{s.ID, sp.N}] = true
+			}
+		}
 	}
+	r.inh.halt, _ = r.e.Halted()
+}
+
+// inherited is the work the daemon had in progress where the replay starts
+// driving — steps whose outcome the journal holds later, unwinds under
+// way, a latched halt whose safe moves may follow — as the journal's state
+// there (a checkpoint's snapshot, records applied) shows it. The daemon's
+// engine finished that work on its own, and the replay's engine, which
+// did not begin it, never would: take finishes it from the journal.
+type inherited struct {
+	steps   map[stepKey]bool // steps in flight: their APPLIED or FAILED
+	unwinds map[uint64]bool  // sagas aborted and open: their COMP_INTENT, COMP_DONE and END
+	halt    bool             // halt latched: SAFE records until the journal's RESET
+}
+
+// take applies a record that finishes inherited work to the replay's
+// engine as to the journal's view, and keeps it in the scratch journal so
+// that a restart rebuilds from it; it reports whether it did. A RESET ends
+// the inherited halt and a restart (RECOVERY) all inherited work: the
+// replay's own recovery finishes it from then on.
+func (r *replayer) take(wr wal.Record, rec *rollback.Record) (bool, error) {
+	switch rec.Type {
+	case rollback.RecApplied, rollback.RecFailed:
+		k := stepKey{rec.Saga, rec.Step}
+		if !r.inh.steps[k] {
+			return false, nil
+		}
+		delete(r.inh.steps, k)
+	case rollback.RecCompIntent, rollback.RecCompDone, rollback.RecEnd:
+		if !r.inh.unwinds[rec.Saga] {
+			return false, nil
+		}
+		if rec.Type == rollback.RecEnd {
+			delete(r.inh.unwinds, rec.Saga)
+		}
+	case rollback.RecSafe:
+		if !r.inh.halt {
+			return false, nil
+		}
+	case rollback.RecReset:
+		r.inh.halt = false
+		return false, nil
+	case rollback.RecRecovery:
+		if rec.Message != recoveryFinished {
+			r.inh = inherited{}
+		}
+		return false, nil
+	default:
+		return false, nil
+	}
+	if hasSaga(rec.Type) && !slices.Contains(r.e.OpenSagas(), rec.Saga) {
+		// The replay's engine has already ended the saga (a halt of its
+		// own): nothing is left to finish.
+		delete(r.inh.unwinds, rec.Saga)
+		return false, nil
+	}
+	if err := r.e.Apply(wr.Seq, wr.Type, wr.Payload); err != nil {
+		return false, fmt.Errorf("finishing what the journal had in progress at the replay's start: %w", err)
+	}
+	r.jn.keep(wr.Type, wr.Payload)
+	r.taken++
+	switch rec.Type {
+	case rollback.RecCompIntent:
+		r.flt.drop(compKey{rec.Saga, rec.Actuator}) // an attempt the replay does not make
+	case rollback.RecEnd:
+		r.mu.Lock()
+		r.nowEnd[rec.Saga] = rec.Code
+		r.mu.Unlock()
+	}
+	return true, nil
 }
 
 func (r *replayer) skip(id uint64) {
@@ -380,8 +530,9 @@ func (r *replayer) owner(id uint64) rollback.Owner {
 }
 
 // restart is a new process taking over the journal: a new engine rebuilt
-// from everything journaled so far — the journal's records before the
-// replay's start, then the replay's own — and Recover.
+// from everything journaled so far — the checkpoint's snapshot and the
+// journal's records after it before the replay's start, then the replay's
+// own (and those it took from the journal) — and Recover.
 func (r *replayer) restart() error {
 	r.res.Summary.Restarts++
 	r.e.Close()
@@ -390,8 +541,15 @@ func (r *replayer) restart() error {
 		return err
 	}
 	r.e, r.parked = e, false
-	if r.idx.startSeq > r.idx.first {
-		err = wal.Scan(r.opt.Dir, wal.Options{}, r.idx.first, func(wr wal.Record) error {
+	from := r.idx.first
+	if r.idx.ckpt != nil {
+		if err := r.restore(e); err != nil {
+			return fmt.Errorf("restart at a RECOVERY record: %w", err)
+		}
+		from = r.idx.base + 1
+	}
+	if r.idx.startSeq > from {
+		err = wal.Scan(r.opt.Dir, wal.Options{}, from, func(wr wal.Record) error {
 			if wr.Seq >= r.idx.startSeq {
 				return errStop
 			}
@@ -656,11 +814,13 @@ func (r *replayer) finish() {
 	}
 	for _, id := range r.idx.openAtStart {
 		s := r.idx.sagas[id]
-		res.Window.OpenAtStart = append(res.Window.OpenAtStart, OpenSaga{Saga: id, Agent: s.owner.Agent, BeginSeq: s.beginSeq})
+		res.Window.OpenAtStart = append(res.Window.OpenAtStart, OpenSaga{Saga: id, Agent: s.owner.Agent, BeginSeq: s.beginSeq,
+			FromCheckpoint: s.fromCkpt})
 	}
 	var ids []uint64
 	for id, s := range r.idx.sagas {
-		if s.beginSeq != 0 && s.beginSeq <= r.idx.toSeq && s.beginSeq >= r.idx.startSeq && r.reportable(s.beginSeq, id) {
+		begunInReplay := s.beginSeq != 0 && s.beginSeq <= r.idx.toSeq && s.beginSeq >= r.idx.startSeq && r.reportable(s.beginSeq, id)
+		if begunInReplay || s.fromCkpt && slices.Contains(r.idx.openAtStart, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -687,6 +847,46 @@ func (r *replayer) finish() {
 	res.Notes = r.notes()
 	res.normalize()
 	res.summarize()
+}
+
+// beginningNotes say how a journal that begins after seq 1 was replayed:
+// from which checkpoint, or, when none could be used, from the config's
+// initial values, and why.
+func (r *replayer) beginningNotes() []string {
+	x := r.idx
+	if x.first <= 1 {
+		return nil
+	}
+	var n []string
+	if c := x.ckpt; c != nil {
+		n = append(n, fmt.Sprintf("beginning: the journal begins at seq %d (the records before it are gone); the replay "+
+			"starts from checkpoint %s, which covers the records up to seq %d: the replay's engine and the journal's view "+
+			"(and the engine of each restart) are restored from its snapshot — open sagas with their owners and steps, "+
+			"every actuator's commanded value, the saga counter, the halt latch — and the records up to seq %d are not replayed",
+			x.first, c.Name, c.At.Seq, c.At.Seq))
+		if x.fromSeq > x.first && x.fromSeq <= x.base {
+			n = append(n, fmt.Sprintf("window: its records from seq %d to %d are in the checkpoint's snapshot and are not replayed or reported",
+				x.fromSeq, x.base))
+		}
+		if r.mismatch != "" {
+			n = append(n, "checkpoint: it was taken under other actuators than this config's ("+r.mismatch+
+				"); what it says of the actuators both have is restored, and the others start from the config's initial values")
+		}
+	} else {
+		n = append(n, fmt.Sprintf("beginning: the journal begins at seq %d (the records before it are gone) and no checkpoint covers "+
+			"the missing records; the actuators start from the config's initial values, in the journal's view as in the replay, "+
+			"not from where those records left them, and sagas begun before seq %d are skipped", x.first, x.first))
+		if len(x.ckpts)+len(x.damaged) == 0 {
+			n = append(n, "checkpoints: the journal directory holds none")
+		}
+	}
+	for _, p := range x.passedOver {
+		n = append(n, "checkpoints: "+p)
+	}
+	for _, d := range x.damaged {
+		n = append(n, fmt.Sprintf("checkpoints: %s is damaged and not used: %s", d.Name, d.Reason))
+	}
+	return n
 }
 
 // notes say, in the same words every run, what the replay could not check
@@ -722,17 +922,27 @@ func (r *replayer) notes() []string {
 			"or refused by its lane); they name no command, so they are counted under not_replayed and not replayed, "+
 			"and the command ids they used are unknown to the replay's gate")
 	}
-	if r.idx.first > 1 {
-		n = append(n, fmt.Sprintf("beginning: the journal begins at seq %d (the records before it are gone); the actuators start "+
-			"from the config's initial values, in the journal's view as in the replay, not from where those records left them", r.idx.first))
-	}
+	n = append(n, r.beginningNotes()...)
 	if r.idx.startSeq > r.idx.first {
 		n = append(n, fmt.Sprintf("start: the replay starts at seq %d from the journal's state there, rebuilt as recovery would; "+
 			"the first step on each actuator after it is not slew-checked, as the engine knows no time for the value it starts from", r.idx.startSeq))
 	}
+	if r.taken > 0 {
+		what := "1 record"
+		if r.taken > 1 {
+			what = fmt.Sprintf("%d records", r.taken)
+		}
+		n = append(n, "inherited: "+what+" finishing what the daemon had in progress where the replay starts "+
+			"(a step's outcome, an unwind under way, a halt's safe moves) taken from the journal: the replay's engine did not begin that work "+
+			"and does not redo it")
+	}
 	if r.res.Summary.Restarts > 0 {
+		from := "the replay's own journal"
+		if r.idx.ckpt != nil {
+			from = "the checkpoint's snapshot and the replay's own journal"
+		}
 		n = append(n, fmt.Sprintf("restarts: %d RECOVERY records (a new process taking the journal over), each replayed "+
-			"as a new engine rebuilt from the replay's own journal, then Recover", r.res.Summary.Restarts))
+			"as a new engine rebuilt from %s, then Recover", r.res.Summary.Restarts, from))
 	}
 	if len(r.unknownActs) > 0 {
 		n = append(n, "actuators the journal names but the config does not: "+strings.Join(sortedKeys(r.unknownActs), ", ")+

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -436,5 +437,44 @@ func TestClockBetweenGateAndStamp(t *testing.T) {
 	}
 	if code, res := replayJSON(t, "--wal", w.dir, "--config", path); code != 0 {
 		t.Errorf("with the default tolerance: exit %d: %s", code, res.Summary.Line)
+	}
+}
+
+// A window that starts between a HALT and its SAFE records finds the
+// replay's engine halted by the records applied before it, with its safe
+// moves still to come in the journal: they are taken from the journal, as
+// the replay's engine, halted before it started, makes none of its own.
+func TestWindowStartsInsideAHalt(t *testing.T) {
+	cfg, path := armConfig(t, armMax, armRate)
+	w := newWriter(t, cfg)
+	s := w.begin("planner")
+	w.mustStep(s, 20*time.Millisecond, "shoulder", 90)
+	w.mustStep(s, 20*time.Millisecond, "elbow", 30)
+	w.commit(s)
+	w.tick(5 * time.Millisecond)
+	w.e.Halt("operator pressed stop")
+	w.tick(time.Second)
+	if err := w.e.Reset("operator", w.e.HaltGen()); err != nil {
+		t.Fatal(err)
+	}
+	s = w.begin("planner")
+	w.mustStep(s, 20*time.Millisecond, "gripper", 20)
+	w.commit(s)
+	w.flush()
+	var from uint64
+	for _, r := range records(t, w.dir) {
+		if r.Type == rollback.RecSafe && from == 0 {
+			from = r.seq
+		}
+	}
+	if from == 0 {
+		t.Fatal("the halt journaled no SAFE record")
+	}
+	code, res := replayJSON(t, "--wal", w.dir, "--config", path, "--from", strconv.FormatUint(from, 10))
+	if code != 0 || len(res.Divergence) != 0 {
+		t.Errorf("--from %d: exit %d, divergence %+v: %s", from, code, res.Divergence, res.Summary.Line)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "inherited: 3 records") }) {
+		t.Errorf("notes %q", res.Notes)
 	}
 }

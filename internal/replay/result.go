@@ -52,16 +52,34 @@ type Window struct {
 	From     string `json:"from_time,omitempty"`
 	To       string `json:"to_time,omitempty"`
 	// StartSeq is where driving starts: FromSeq, or the BEGIN of a saga
-	// open at FromSeq. Records before it are applied as recovery would.
-	StartSeq    uint64     `json:"start_seq"`
-	OpenAtStart []OpenSaga `json:"open_at_start"`
+	// open at FromSeq, or the record after Checkpoint. Records before it
+	// (and after Checkpoint) are applied as recovery would.
+	StartSeq uint64 `json:"start_seq"`
+	// Checkpoint is the checkpoint a journal that begins after seq 1 is
+	// replayed from: both the replay's engine and the journal's view start
+	// from its snapshot, and the records up to it are not replayed. Nil
+	// when the journal begins at seq 1 or no checkpoint could be used.
+	Checkpoint  *StartCheckpoint `json:"start_checkpoint,omitempty"`
+	OpenAtStart []OpenSaga       `json:"open_at_start"`
 }
 
-// OpenSaga is a saga open at the window's start, replayed from its BEGIN.
+// StartCheckpoint names the checkpoint a replay started from.
+type StartCheckpoint struct {
+	Seq  uint64 `json:"seq"`  // the last record its snapshot covers
+	File string `json:"file"` // its file name in the journal directory
+}
+
+// OpenSaga is a saga open at the window's start, replayed from its BEGIN
+// or, when FromCheckpoint, from the checkpoint that holds it open.
 type OpenSaga struct {
-	Saga     uint64 `json:"saga"`
-	Agent    string `json:"agent"`
+	Saga  uint64 `json:"saga"`
+	Agent string `json:"agent"`
+	// BeginSeq is its BEGIN; 0 when the journal no longer holds it.
 	BeginSeq uint64 `json:"begin_seq"`
+	// FromCheckpoint: the saga was open in the checkpoint's snapshot,
+	// which gives its owner and steps; its records after the checkpoint
+	// are replayed.
+	FromCheckpoint bool `json:"from_checkpoint,omitempty"`
 }
 
 // SkippedSaga is a saga whose records were not replayed, and why.
@@ -119,7 +137,7 @@ func (v Verdict) String() string {
 type SagaDiff struct {
 	Saga     uint64 `json:"saga"`
 	Agent    string `json:"agent"`
-	BeginSeq uint64 `json:"begin_seq"`
+	BeginSeq uint64 `json:"begin_seq"` // 0: begun before the journal's first record
 	Then     string `json:"then"`
 	Now      string `json:"now"`
 }
@@ -270,11 +288,20 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(b, " (%s .. %s)", r.Window.From, r.Window.To)
 	}
 	b.WriteString("\n")
+	if c := r.Window.Checkpoint; c != nil {
+		fmt.Fprintf(b, "  started from checkpoint %s (seq %d): the records up to it are in its snapshot and not replayed\n", c.File, c.Seq)
+	}
 	if r.Window.StartSeq < r.Window.FromSeq {
-		fmt.Fprintf(b, "  driving starts at seq %d: sagas open at the window's start are replayed from their BEGIN\n", r.Window.StartSeq)
+		fmt.Fprintf(b, "  driving starts at seq %d: sagas open at the window's start are replayed from their BEGIN or the checkpoint\n", r.Window.StartSeq)
 	}
 	for _, o := range r.Window.OpenAtStart {
-		fmt.Fprintf(b, "  saga %d (%s) was open at the window's start: replayed from its BEGIN at seq %d\n", o.Saga, o.Agent, o.BeginSeq)
+		switch {
+		case o.FromCheckpoint && r.Window.Checkpoint != nil:
+			fmt.Fprintf(b, "  saga %d (%s) was open at checkpoint seq %d: replayed from there, its owner and earlier steps from the snapshot\n",
+				o.Saga, o.Agent, r.Window.Checkpoint.Seq)
+		default:
+			fmt.Fprintf(b, "  saga %d (%s) was open at the window's start: replayed from its BEGIN at seq %d\n", o.Saga, o.Agent, o.BeginSeq)
+		}
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(b, "  saga %d skipped: %s\n", s.Saga, s.Reason)
@@ -306,7 +333,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	commands("clamped differently", r.ClampedDifferently)
 	fmt.Fprintf(b, "sagas that ended differently (%d)\n", len(r.Sagas))
 	for _, s := range r.Sagas {
-		fmt.Fprintf(b, "  saga %d (%s, begun at seq %d): then %s, now %s\n", s.Saga, s.Agent, s.BeginSeq, s.Then, s.Now)
+		begun := fmt.Sprintf("begun at seq %d", s.BeginSeq)
+		if s.BeginSeq == 0 {
+			begun = "begun before the journal's first record"
+		}
+		fmt.Fprintf(b, "  saga %d (%s, %s): then %s, now %s\n", s.Saga, s.Agent, begun, s.Then, s.Now)
 	}
 	fmt.Fprintf(b, "where the replayed world diverges (%d)\n", len(r.Divergence))
 	for _, d := range r.Divergence {

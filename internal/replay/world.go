@@ -171,6 +171,17 @@ func (d *scriptedDriver) Set(ctx context.Context, v float64) error {
 // Halt detaches the simulated device.
 func (d *scriptedDriver) Halt() error { return d.inner.Halt() }
 
+// drop forgets the next scripted attempt on the journal's saga and
+// actuator: the replay took it from the journal (inherited work) and does
+// not make it.
+func (f *faults) drop(k compKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q := f.script[k]; len(q) > 0 {
+		f.script[k] = q[1:]
+	}
+}
+
 // stepError is the error a step's effect returns now because it failed
 // then: not applied (the driver promised nothing moved) or in doubt.
 func stepError(sf stepFailure) error {
@@ -255,6 +266,17 @@ func (j *scratch) Sync() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.broken
+}
+
+// keep adds a record the replay took from the journal, as if its engine
+// had journaled it, so that a restart rebuilds from it too; the hook is
+// not told (the record is not the engine's own decision).
+func (j *scratch) keep(typ uint8, p []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.types = append(j.types, typ)
+	j.data = append(j.data, p...)
+	j.ends = append(j.ends, len(j.data))
 }
 
 // each calls fn for every record journaled so far, in order.
