@@ -308,11 +308,20 @@ type RepairPlan struct {
 // Repair would cut. It may run beside the daemon; a batch the daemon is
 // writing then looks like a torn tail.
 func PlanRepair(dir string, opt Options) (RepairPlan, error) {
+	return PlanCut(dir, opt, 0)
+}
+
+// PlanCut is PlanRepair for an operator's cut just before record at (0:
+// the first bad record, as PlanRepair): what goes when the journal is cut
+// there even though its chain is intact — a record the daemon's replay
+// refuses, say. at must lie in the journal (from its first record to one
+// past its last) and not after its damage, if any.
+func PlanCut(dir string, opt Options, at uint64) (RepairPlan, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return RepairPlan{}, err
 	}
-	return planRepair(dir, opt)
+	return planRepair(dir, opt, at)
 }
 
 // Repair cuts a journal that Open refuses as corrupt, or that ends in a
@@ -324,6 +333,12 @@ func PlanRepair(dir string, opt Options) (RepairPlan, error) {
 // the plan's Report.Lost says so (an operator accepts a loss with
 // Options.AcceptLoss instead). An intact journal is left alone.
 func Repair(dir string, opt Options) (plan RepairPlan, err error) {
+	return Cut(dir, opt, 0)
+}
+
+// Cut is Repair at the operator's chosen record (see PlanCut; 0: the first
+// bad record).
+func Cut(dir string, opt Options, at uint64) (plan RepairPlan, err error) {
 	opt, err = opt.withDefaults()
 	if err != nil {
 		return RepairPlan{}, err
@@ -341,19 +356,22 @@ func Repair(dir string, opt Options) (plan RepairPlan, err error) {
 			err = uerr
 		}
 	}()
-	plan, err = planRepair(dir, opt)
+	plan, err = planRepair(dir, opt, at)
 	if err != nil || plan.CutAt == 0 {
 		return plan, err
 	}
 	reason := "repair: torn tail"
-	if b := plan.Report.Broken; b != nil {
+	switch b := plan.Report.Broken; {
+	case at != 0:
+		reason = fmt.Sprintf("repair: the operator's cut before record %d", at)
+	case b != nil:
 		reason = "repair: " + b.Reason
 	}
 	plan.BrokenFiles, err = truncateLocked(fsys, dir, plan.CutAt, reason)
 	return plan, err
 }
 
-func planRepair(dir string, opt Options) (RepairPlan, error) {
+func planRepair(dir string, opt Options, at uint64) (RepairPlan, error) {
 	fsys := opt.FS
 	rep, err := Verify(dir, opt)
 	if err != nil {
@@ -364,16 +382,25 @@ func planRepair(dir string, opt Options) (RepairPlan, error) {
 		plan.AnchorSeq = a.seq
 	}
 	switch {
-	case rep.Broken != nil:
-		plan.CutAt = rep.Broken.Seq
 	case rep.Lost != nil:
 		return plan, nil
+	case at != 0:
+		last := rep.LastSeq + 1
+		if rep.Broken != nil {
+			last = rep.Broken.Seq
+		}
+		if at < max(rep.FirstSeq, 1) || at > last {
+			return plan, fmt.Errorf("wal: a cut before record %d: the journal holds records %d to %d (a cut after its damage would not mend it)", at, max(rep.FirstSeq, 1), last-1)
+		}
+		plan.CutAt = at
+	case rep.Broken != nil:
+		plan.CutAt = rep.Broken.Seq
 	case rep.TornTail != nil:
 		plan.CutAt = rep.LastSeq + 1
 	default:
 		return plan, nil
 	}
-	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: plan.CutAt})
+	res, err := walk(fsys, dir, walkOpts{from: 1, stopBefore: plan.CutAt, trustFirst: rep.Checkpoint != nil})
 	if err != nil {
 		return plan, err
 	}

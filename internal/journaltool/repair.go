@@ -27,13 +27,18 @@ import (
 // Exit 2: no journal there, or unreadable.
 func Repair(args []string, w io.Writer) error {
 	var yes *bool
+	var at *uint64
 	dir, err := journalArg("repair", args, func(fs *flag.FlagSet) {
 		yes = fs.Bool("yes", false, "cut: without it, repair only says what it would cut")
+		at = fs.Uint64("at", 0, "cut just before this record instead of the first bad one: the operator's way past a record the daemon refuses in an intact chain (with --yes)")
 	})
 	if err != nil {
 		return err
 	}
-	plan, err := wal.PlanRepair(dir, wal.Options{})
+	plan, err := wal.PlanCut(dir, wal.Options{}, *at)
+	if err != nil && *at != 0 {
+		return cli.Exit(2, "%v", err)
+	}
 	if err != nil {
 		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
@@ -49,10 +54,11 @@ func Repair(args []string, w io.Writer) error {
 	if err != nil {
 		return cli.Exit(2, "cannot read journal %s: %v", dir, err)
 	}
-	if bad != nil && bad.refused != nil {
+	if bad != nil && bad.refused != nil && *at == 0 {
 		fmt.Fprintf(w, "REFUSED: %d records verified, then %s\n", bad.accepted, bad)
-		fmt.Fprintln(w, "The hash chain is intact there: this is not damage a cut mends, and repair does not cut it. Keep a copy of the journal and report it.")
-		return cli.Exit(1, "a record the daemon refuses, in an intact chain: not repaired by cutting")
+		fmt.Fprintln(w, "The hash chain is intact there: this is not damage, and repair does not cut it on its own. Keep a copy of the journal and report it.")
+		fmt.Fprintf(w, "Once you have looked, `saga-supervisor repair --wal %s --at %d` says what a cut just before it removes, and with --yes cuts there.\n", dir, bad.seq())
+		return cli.Exit(1, "a record the daemon refuses, in an intact chain: not repaired by cutting unless told where (--at)")
 	}
 	if plan.CutAt == 0 {
 		rep := plan.Report
@@ -65,7 +71,7 @@ func Repair(args []string, w io.Writer) error {
 		return cli.Exit(1, "repair needed; run again with --yes to cut (the cut bytes are kept in .broken files)")
 	}
 
-	done, err := wal.Repair(dir, wal.Options{})
+	done, err := wal.Cut(dir, wal.Options{}, *at)
 	if errors.Is(err, wal.ErrLocked) {
 		return cli.Exit(1, "the journal is in use (%v): stop the supervisor first; nothing was cut", err)
 	}
@@ -107,15 +113,19 @@ func Repair(args []string, w io.Writer) error {
 // the cut removes.
 func describeDamage(w io.Writer, dir string, plan wal.RepairPlan) {
 	rep := plan.Report
-	if b := rep.Broken; b != nil {
+	if b := rep.Broken; b != nil && b.Seq == plan.CutAt {
 		fmt.Fprintf(w, "first bad record: seq %d in segment %s at offset %d: %s\n", b.Seq, b.Segment, b.Offset, b.Reason)
-	} else if t := rep.TornTail; t != nil {
+	} else if t := rep.TornTail; t != nil && plan.CutAt == rep.LastSeq+1 {
 		fmt.Fprintf(w, "torn tail: segment %s at offset %d, %d bytes (%s): where record seq %d was being written, never acknowledged\n",
 			t.Segment, t.Offset, t.Bytes, t.Reason, plan.CutAt)
 	}
-	if rep.LastSeq == 0 {
+	operator := plan.CutAt <= rep.LastSeq // before a record that verified: the operator's cut (--at)
+	switch kept := plan.CutAt - 1; {
+	case operator:
+		fmt.Fprintf(w, "the operator's cut: just before record seq %d, the chain intact there; the last record kept is seq %d%s\n", plan.CutAt, kept, recordAt(dir, kept))
+	case rep.LastSeq == 0:
 		fmt.Fprintln(w, "last good record: none (the damage is at the journal's very start)")
-	} else {
+	default:
 		fmt.Fprintf(w, "last good record: seq %d, hash %x%s\n", rep.LastSeq, rep.LastHash[:8], recordAt(dir, rep.LastSeq))
 	}
 	fmt.Fprintf(w, "a repair cuts every record from seq %d on, and keeps the bytes in .broken files:\n", plan.CutAt)
@@ -135,17 +145,22 @@ func describeDamage(w io.Writer, dir string, plan wal.RepairPlan) {
 		fmt.Fprintf(w, "  %s: %s; %s\n", c.Segment, what, held)
 	}
 	fmt.Fprintf(w, "  in all: %d bytes in %d segments", bytes, len(plan.Cuts))
-	if rep.Broken != nil {
+	switch {
+	case operator:
+		fmt.Fprintf(w, ", %d records that verified", records)
+	case rep.Broken != nil:
 		fmt.Fprintf(w, ", the damaged record seq %d and %d records after it that check", plan.CutAt, records)
 	}
 	fmt.Fprintln(w)
-	if records > 0 {
+	if operator {
+		fmt.Fprintf(w, "WARNING: THE CUT REMOVES %d RECORDS THAT VERIFIED, FROM SEQ %d ON.\n", records, plan.CutAt)
+	} else if records > 0 {
 		fmt.Fprintf(w, "WARNING: %d RECORDS AFTER THE DAMAGE ARE WHOLE AND VERIFY ON THEIR OWN: THE CUT LOSES THEM TOO.\n", records)
 	}
 	if plan.AnchorSeq >= plan.CutAt {
 		fmt.Fprintf(w, "WARNING: THE ANCHOR SAYS RECORDS UP TO SEQ %d WERE DURABLE: THE CUT REMOVES RECORDS THAT WERE ACKNOWLEDGED.\n", plan.AnchorSeq)
 	}
-	if rep.Broken == nil {
+	if rep.Broken == nil && !operator {
 		fmt.Fprintln(w, "(A torn tail holds no acknowledged record; the supervisor also cuts it itself, keeping the bytes, at its next start.)")
 		return
 	}

@@ -52,7 +52,7 @@ func TestRepairCommand(t *testing.T) {
 		{"a record replay refuses, in an intact chain", func(t *testing.T, dir string, fs map[uint64]frame) uint64 {
 			writeJournal(t, dir, rollback.Record{Type: rollback.RecEnd, Saga: 1, Code: "clean"})
 			return 0
-		}, 1, []string{"REFUSED:", "record seq 33 (END)", "not damage a cut mends"}, false},
+		}, 1, []string{"REFUSED:", "record seq 33 (END)", "this is not damage", "--at 33"}, false},
 		{"an intact journal", func(t *testing.T, dir string, fs map[uint64]frame) uint64 { return 0 }, 0, []string{"nothing to repair: 32 records"}, false},
 	}
 	for _, tc := range cases {
@@ -123,5 +123,44 @@ func TestRepairCommand(t *testing.T) {
 			}
 			contains(t, "repair after the cut", out, "nothing to repair")
 		})
+	}
+}
+
+// The operator's way past a record the daemon refuses in an intact chain:
+// repair --at SEQ says what a cut just before it removes, changes nothing
+// without --yes, and with --yes cuts there (the bytes kept), after which the
+// journal verifies, replay accepts it and the daemon would start on it.
+// Before, such a journal could be neither started nor repaired.
+func TestRepairAtTheOperatorsRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "journal")
+	writeJournal(t, dir, committed(1, 8)...)
+	writeJournal(t, dir, rollback.Record{Type: rollback.RecEnd, Saga: 1, Code: "clean"}, rollback.Record{Type: rollback.RecLease, Agent: "a", Epoch: 9})
+	before := tree(t, dir)
+	out, code := run(Repair, "--wal", dir, "--at", "33")
+	if code != 1 {
+		t.Fatalf("repair --at 33: exit %d\n%s", code, out)
+	}
+	contains(t, "repair --at", out, "the operator's cut: just before record seq 33", "last record kept is seq 32", "THE CUT REMOVES 2 RECORDS THAT VERIFIED", "Nothing was changed")
+	if diff := sameTree(before, tree(t, dir)); diff != "" {
+		t.Fatalf("repair --at without --yes changed the journal: %s", diff)
+	}
+	for _, bad := range []string{"0", "40", "x"} {
+		if bad == "0" {
+			continue // 0 is the default: the first bad record
+		}
+		if _, code := run(Repair, "--wal", dir, "--at", bad, "--yes"); code != 2 {
+			t.Errorf("repair --at %s: exit %d, want 2", bad, code)
+		}
+	}
+	if diff := sameTree(before, tree(t, dir)); diff != "" {
+		t.Fatalf("a refused --at changed the journal: %s", diff)
+	}
+	out, code = run(Repair, "--wal", dir, "--at", "33", "--yes")
+	if code != 0 {
+		t.Fatalf("repair --at 33 --yes: exit %d\n%s", code, out)
+	}
+	contains(t, "repair --at --yes", out, "CUT: the journal now ends at record seq 32", "OK:")
+	if out, code := run(Verify, "--wal", dir); code != 0 {
+		t.Fatalf("verify after the cut: exit %d\n%s", code, out)
 	}
 }
