@@ -273,10 +273,7 @@ func (e *Engine) closeHaltedLocked(s *saga) *Report {
 	rep := &Report{Saga: s.id, Agent: s.owner.Agent, Reason: why, Order: e.cfg.Order}
 	for _, g := range e.plan(s) {
 		e.settle(s, g, Unresolved, "not attempted: halted")
-		for _, sp := range g.steps {
-			rep.Steps = append(rep.Steps, StepReport{Step: sp.n, Actuator: sp.actName, Prior: g.target, Target: sp.target,
-				Outcome: sp.outcome, Bucket: sp.bucket, Attempts: sp.attempts, Error: sp.err})
-		}
+		rep.addGroup(g)
 	}
 	if e.fatal == nil {
 		e.enqueue(&Record{Type: RecEnd, Saga: s.id, Code: rep.Verdict()})

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -75,11 +76,7 @@ func (e *Engine) Snapshot() ([]byte, error) {
 	b = binary.AppendUvarint(b, done)
 	b = appendString(b, why)
 
-	names := make([]string, 0, len(e.acts))
-	for n := range e.acts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(e.acts))
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, n := range names {
 		st := e.acts[n]
@@ -98,11 +95,7 @@ func (e *Engine) Snapshot() ([]byte, error) {
 		b = binary.AppendUvarint(b, holder)
 	}
 
-	ids := make([]uint64, 0, len(e.sagas))
-	for id := range e.sagas {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(e.sagas))
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		s := e.sagas[id]
@@ -111,11 +104,7 @@ func (e *Engine) Snapshot() ([]byte, error) {
 		b = appendString(b, s.owner.Lease)
 		b = binary.AppendUvarint(b, s.owner.Epoch)
 		b = appendString(b, s.abortWhy)
-		cmds := make([]string, 0, len(s.ids))
-		for c := range s.ids {
-			cmds = append(cmds, c)
-		}
-		slices.Sort(cmds)
+		cmds := slices.Sorted(maps.Keys(s.ids))
 		b = binary.AppendUvarint(b, uint64(len(cmds)))
 		for _, c := range cmds {
 			b = appendString(b, c)

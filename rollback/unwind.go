@@ -20,6 +20,14 @@ type group struct {
 }
 
 // plan lists the saga's compensations in unwind order.
+// addGroup reports each step of an unwind group as it now stands.
+func (rep *Report) addGroup(g group) {
+	for _, sp := range g.steps {
+		rep.Steps = append(rep.Steps, StepReport{Step: sp.n, Actuator: sp.actName, Prior: g.target, Target: sp.target,
+			Outcome: sp.outcome, Bucket: sp.bucket, Attempts: sp.attempts, Error: sp.err})
+	}
+}
+
 func (e *Engine) plan(s *saga) []group {
 	var gs []group
 	if e.cfg.Order == Retrace {
@@ -60,10 +68,7 @@ func (e *Engine) unwindLocked(s *saga, reason string, recovered bool) *Report {
 		e.compensateLocked(s, g)
 	}
 	for _, g := range e.plan(s) {
-		for _, sp := range g.steps {
-			rep.Steps = append(rep.Steps, StepReport{Step: sp.n, Actuator: sp.actName, Prior: g.target, Target: sp.target,
-				Outcome: sp.outcome, Bucket: sp.bucket, Attempts: sp.attempts, Error: sp.err})
-		}
+		rep.addGroup(g)
 	}
 	if e.fatal == nil {
 		e.journal(&Record{Type: RecEnd, Saga: s.id, Code: rep.Verdict()})
