@@ -317,9 +317,29 @@ func (b *Broker) Stats() Stats {
 
 // Close stops the broker. Calling it again does nothing (mochi's own
 // Close panics the second time).
+//
+// The listeners are closed first with a client closer of our own: mochi's
+// (Clients.GetByListener) takes the clients' read lock twice, nested, and
+// a client's clean-up asking for the write lock in between deadlocks it
+// (mochi-mqtt/server#488, unfixed in v2.7.9). Ours takes one copy of the
+// clients under one read lock. A listener closes its clients only the
+// first time it is closed, so mochi's Close after it does not again.
 func (b *Broker) Close() error {
-	b.once.Do(func() { b.closeErr = b.srv.Close() })
+	b.once.Do(func() {
+		b.srv.Listeners.CloseAll(b.closeClients)
+		b.closeErr = b.srv.Close()
+	})
 	return b.closeErr
+}
+
+// closeClients disconnects the clients of one listener, from one copy of
+// the broker's clients.
+func (b *Broker) closeClients(listener string) {
+	for _, cl := range b.srv.Clients.GetAll() {
+		if cl.Net.Listener == listener && !cl.Closed() {
+			_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 }
 
 // guard is the mochi hook holding the broker to the password file and the
