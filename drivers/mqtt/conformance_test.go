@@ -13,7 +13,8 @@ import (
 
 // TestConformanceDevice runs the suite on a device with a state topic,
 // over the embedded broker, against the fake device: it acks every set and
-// halt, and publishes the applied value as its retained state. Break makes
+// halt, and publishes the applied value as its retained state (before the
+// ack). Break makes
 // it fall silent (no ack: the Set times out in doubt); Refuse makes it ack
 // with ok:false.
 func TestConformanceDevice(t *testing.T) {
@@ -42,7 +43,7 @@ func TestConformanceDevice(t *testing.T) {
 		Min:  -100, Max: 100,
 		Values:       []float64{-100, -3.25, 0, 42, 100},
 		ReadBack:     true,
-		ReadBackWait: 2 * time.Second, // the retained state follows the ack
+		ReadBackWait: 2 * time.Second, // the retained state reaches the driver on its own subscription
 		// The fake device leaves its state as it was on halt.
 		AfterHalt:  actuatorstest.HaltHolds,
 		OutOfRange: []float64{math.NaN(), math.Inf(1), math.Inf(-1)},
