@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/modelcheck"
@@ -21,6 +22,8 @@ func runCheck(args []string, stdout io.Writer) error {
 	caseID := fs.String("case", "", "replay one case by its id and print its trace")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cases run in parallel")
 	durability := fs.String("durability", "every-step", "every-step, or both: also every case in first-touch durability")
+	every := fs.Duration("progress-every", 500*time.Millisecond, "how often the progress line is redrawn on a terminal")
+	verbose := fs.Bool("v", false, "print the invariants and the full account even when the output is not a terminal (default there: one summary line)")
 	if err := fs.Parse(args); err != nil {
 		return cli.Exit(2, "%v", err)
 	}
@@ -45,28 +48,75 @@ func runCheck(args []string, stdout io.Writer) error {
 	if *durability != "every-step" && *durability != "both" {
 		return cli.Exit(2, "check: --durability must be every-step or both")
 	}
-	fmt.Fprintf(stdout, "model check: the real engine, journal and recovery on simulated actuators and a crash-simulating file system\n")
-	fmt.Fprintf(stdout, "bound: sagas of 1..%d steps", *maxSteps)
+	cfg := modelcheck.Config{MaxSteps: *maxSteps, Sagas: *sagas, AllRecoveryCrashes: *allRec, Workers: *workers,
+		FirstTouch: *durability == "both"}
+	bound := fmt.Sprintf("sagas of 1..%d steps", *maxSteps)
 	if *sagas == 2 {
-		fmt.Fprintf(stdout, ", and two interleaved sagas of %d steps in all", *maxSteps)
+		bound += fmt.Sprintf(", and two interleaved sagas of %d steps in all", *maxSteps)
 	}
-	fmt.Fprintf(stdout, "; durability %s; %d workers\n\ninvariants:\n", *durability, *workers)
-	for i, inv := range modelcheck.Invariants {
-		fmt.Fprintf(stdout, "  %2d. %s\n", i+1, inv)
+	bound += "; durability " + *durability
+	// A person at a terminal gets the invariants, a progress line while
+	// it runs and the full account; a log (CI, a pipe) gets one line.
+	full := *verbose || cli.Interactive(os.Stdout)
+	if full {
+		fmt.Fprintf(stdout, "model check: the real engine, journal and recovery on simulated actuators and a crash-simulating file system\n")
+		fmt.Fprintf(stdout, "bound: %s; %d workers\n\ninvariants:\n", bound, *workers)
+		for i, inv := range modelcheck.Invariants {
+			fmt.Fprintf(stdout, "  %2d. %s\n", i+1, inv)
+		}
 	}
-	res := modelcheck.Check(modelcheck.Config{MaxSteps: *maxSteps, Sagas: *sagas, AllRecoveryCrashes: *allRec, Workers: *workers,
-		FirstTouch: *durability == "both"})
-	fmt.Fprintf(stdout, "\ncases run:        %d in %.1fs\n", res.Cases, res.Took.Seconds())
-	fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga\n", res.Base, res.TwoSaga)
-	fmt.Fprintf(stdout, "  power cut:      %d (%d struck mid-run, the rest at the end), plus %d cut points equivalent to one run\n",
-		res.Crash, res.CrashesStruck, res.CrashEquivalent)
-	fmt.Fprintf(stdout, "  cut in recovery: %d (%d struck)\n", res.RecoveryCrash, res.RecoveryCrashesStruck)
-	fmt.Fprintf(stdout, "  recoveries that started from a checkpoint: %d\n", res.FromCheckpoint)
-	fmt.Fprintf(stdout, "violations:       %d cases\n", len(res.Failed))
+	var bar *progressLine
+	if cli.Interactive(os.Stderr) {
+		bar = &progressLine{w: os.Stderr}
+		cfg.Progress, cfg.ProgressEvery = bar.draw, *every
+	}
+	res := modelcheck.Check(cfg)
+	bar.clear()
+	if !full {
+		fmt.Fprintf(stdout, "model check: %d cases in %.1fs (%.0f/s), %d violations; %s; %d crash-free, %d two-saga, %d power cuts (%d struck mid-run), %d cuts in recovery (%d struck), %d recoveries from a checkpoint\n",
+			res.Cases, res.Took.Seconds(), float64(res.Cases)/res.Took.Seconds(), len(res.Failed), bound,
+			res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.FromCheckpoint)
+	} else {
+		fmt.Fprintf(stdout, "\ncases run:        %d in %.1fs (%.0f/s)\n", res.Cases, res.Took.Seconds(), float64(res.Cases)/res.Took.Seconds())
+		fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga\n", res.Base, res.TwoSaga)
+		fmt.Fprintf(stdout, "  power cut:      %d (%d struck mid-run, the rest at the end), plus %d cut points equivalent to one run\n",
+			res.Crash, res.CrashesStruck, res.CrashEquivalent)
+		fmt.Fprintf(stdout, "  cut in recovery: %d (%d struck)\n", res.RecoveryCrash, res.RecoveryCrashesStruck)
+		fmt.Fprintf(stdout, "  recoveries that started from a checkpoint: %d\n", res.FromCheckpoint)
+		fmt.Fprintf(stdout, "violations:       %d cases\n", len(res.Failed))
+	}
 	if len(res.Failed) > 0 {
 		o := res.Failed[0]
 		fmt.Fprintf(stdout, "\nfirst counterexample:\n%s\nreplay: saga-supervisor check --case %s\n\n", o, o.Case)
 		return cli.Exit(1, "check: %d of %d cases violate an invariant", len(res.Failed), res.Cases)
 	}
 	return nil
+}
+
+// progressLine redraws one line on a terminal: cases run, the rate, the
+// share of crash-free cases done and the time left.
+type progressLine struct {
+	w    io.Writer
+	drew bool
+}
+
+func (p *progressLine) draw(pr modelcheck.Progress) {
+	line := fmt.Sprintf("model check: %d cases, %.0f/s, %d of %d runs (%d%%)", pr.Cases, pr.Rate(),
+		pr.BaseDone, pr.BaseTotal, 100*pr.BaseDone/max(pr.BaseTotal, 1))
+	if left, ok := pr.ETA(); ok {
+		line += ", ETA " + left.Round(time.Second).String()
+	}
+	if pr.Violations > 0 {
+		line += fmt.Sprintf(", %d VIOLATIONS", pr.Violations)
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s", line)
+	p.drew = true
+}
+
+// clear wipes the line so the results start on a clean one. A nil
+// progressLine (no terminal) does nothing.
+func (p *progressLine) clear() {
+	if p != nil && p.drew {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
 }

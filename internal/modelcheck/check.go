@@ -1,7 +1,9 @@
 package modelcheck
 
 import (
+	"cmp"
 	"hash/fnv"
+	"math/rand/v2"
 	"runtime"
 	"sort"
 	"sync"
@@ -39,8 +41,43 @@ type Config struct {
 	Workers            int // 0: GOMAXPROCS
 	// FirstTouch also runs every case in first-touch durability.
 	FirstTouch bool
-	// Progress, when set, is called now and then with the cases run so far.
-	Progress func(cases int64)
+	// Progress, when set, is called every ProgressEvery (default 500ms)
+	// from a goroutine of its own while the check runs, never from a
+	// worker: a slow terminal cannot slow the check.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+}
+
+// Progress is how far a check has come. The cases a crash-free case
+// spawns (a power cut before each of its file-system calls, and cuts in
+// the recoveries) are only known once it has run, so the whole is
+// measured in crash-free cases: they are run in an order that mixes
+// lengths and kinds (shuffled with a fixed seed), so the share done so far
+// is a fair sample and ETA a fair guess.
+type Progress struct {
+	Cases      int64 // cases run so far, of every kind
+	Violations int64 // of them, cases that violate an invariant
+	BaseDone   int   // crash-free cases finished, with all their crash cases
+	BaseTotal  int
+	Elapsed    time.Duration
+}
+
+// Rate is cases per second so far.
+func (p Progress) Rate() float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.Cases) / p.Elapsed.Seconds()
+}
+
+// ETA is the time left if the rest goes as the share done so far went;
+// ok is false until there is a share to judge by.
+func (p Progress) ETA() (left time.Duration, ok bool) {
+	if p.BaseDone == 0 || p.BaseTotal == 0 {
+		return 0, false
+	}
+	per := float64(p.Elapsed) / float64(p.BaseDone)
+	return time.Duration(per * float64(p.BaseTotal-p.BaseDone)), true
 }
 
 // Result counts what a check ran and found.
@@ -79,20 +116,42 @@ func Check(cfg Config) *Result {
 			base = append(base, c)
 		}
 	}
+	// A fixed shuffle: results do not depend on the order (failures are
+	// sorted below), but progress does (see Progress).
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(base), func(i, j int) { base[i], base[j] = base[j], base[i] })
 	res := &Result{}
 	var mu sync.Mutex
-	var done atomic.Int64
+	var done, failed atomic.Int64
+	var baseDone atomic.Int32
 	record := func(o *Outcome, kind *int64) {
-		n := done.Add(1)
+		done.Add(1)
 		mu.Lock()
 		*kind++
 		if !o.OK() {
 			res.Failed = append(res.Failed, o)
+			failed.Add(1)
 		}
 		mu.Unlock()
-		if cfg.Progress != nil && n%2000 == 0 {
-			cfg.Progress(n)
-		}
+	}
+	if cfg.Progress != nil {
+		every := cmp.Or(cfg.ProgressEvery, 500*time.Millisecond)
+		stop := make(chan struct{})
+		stopped := make(chan struct{})
+		defer func() { close(stop); <-stopped }()
+		go func() {
+			defer close(stopped)
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					cfg.Progress(Progress{Cases: done.Load(), Violations: failed.Load(),
+						BaseDone: int(baseDone.Load()), BaseTotal: len(base), Elapsed: time.Since(start)})
+				}
+			}
+		}()
 	}
 	jobs := make(chan Case)
 	var wg sync.WaitGroup
@@ -144,6 +203,7 @@ func Check(cfg Config) *Result {
 						}
 					}
 				}
+				baseDone.Add(1)
 			}
 		}()
 	}

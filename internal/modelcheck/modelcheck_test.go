@@ -2,7 +2,9 @@ package modelcheck
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestCheck runs the model check to a bound that keeps the suite quick
@@ -105,5 +107,47 @@ func TestChecksCatchWrongWorlds(t *testing.T) {
 	r.checkLIFO()
 	if len(r.violation) != 1 {
 		t.Errorf("an out-of-order unwind went unnoticed: %q", r.violation)
+	}
+}
+
+// TestProgress: the callback is called while the check runs, with counts
+// that only grow and an ETA once a share is done; it is not called after
+// Check returns.
+func TestProgress(t *testing.T) {
+	var got []Progress
+	var mu sync.Mutex
+	res := Check(Config{MaxSteps: 3, Sagas: 2, ProgressEvery: time.Millisecond, Progress: func(p Progress) {
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+	}})
+	mu.Lock()
+	n := len(got)
+	mu.Unlock()
+	if n == 0 {
+		t.Fatal("Progress was never called")
+	}
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Errorf("Progress called %d times after Check returned", len(got)-n)
+	}
+	var prev Progress
+	sawETA := false
+	for _, p := range got {
+		if p.Cases < prev.Cases || p.BaseDone < prev.BaseDone || p.Elapsed < prev.Elapsed {
+			t.Fatalf("progress went back: %+v after %+v", p, prev)
+		}
+		if p.BaseTotal == 0 || p.BaseDone > p.BaseTotal || p.Cases > res.Cases {
+			t.Fatalf("progress out of bounds: %+v (cases in all %d)", p, res.Cases)
+		}
+		if _, ok := p.ETA(); ok {
+			sawETA = true
+		}
+		prev = p
+	}
+	if !sawETA {
+		t.Errorf("no ETA in %d progress calls", len(got))
 	}
 }
