@@ -36,8 +36,12 @@ func (s *Supervisor) verifyJournal(verdict *atomic.Int64) {
 	opt.FS = fsys
 	var rep wal.VerifyReport
 	var err error
+	var upTo uint64
 	for range 3 { // retention may delete a segment under the pass
-		if rep, err = wal.Verify(s.opt.JournalDir, opt); !errors.Is(err, fs.ErrNotExist) {
+		// Up to what is durable as the pass begins: the batch being
+		// written after it may be half on disk as the pass reads it.
+		upTo = s.journal.DurableSeq()
+		if rep, err = wal.VerifyTo(s.opt.JournalDir, opt, upTo); !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
@@ -48,13 +52,15 @@ func (s *Supervisor) verifyJournal(verdict *atomic.Int64) {
 		s.log.Error("journal verification could not read the journal", "err", err)
 		return
 	}
-	// A torn tail is the batch being written as the pass read it.
 	var damage []string
 	if b := rep.Broken; b != nil {
 		damage = append(damage, fmt.Sprintf("record %d in %s at offset %d: %s", b.Seq, b.Segment, b.Offset, b.Reason))
 	}
 	if l := rep.Lost; l != nil {
 		damage = append(damage, l.Reason)
+	}
+	if rep.Broken == nil && rep.Lost == nil && rep.LastSeq < upTo {
+		damage = append(damage, fmt.Sprintf("the journal ends at record %d, but records up to %d were durable when the pass began", rep.LastSeq, upTo))
 	}
 	for _, d := range rep.CheckpointsDamaged {
 		damage = append(damage, "checkpoint "+d.String())

@@ -39,6 +39,21 @@ func (r VerifyReport) OK() bool {
 // reported in the VerifyReport; the error is non-nil only if the journal
 // cannot be read at all (missing directory, permissions, I/O errors).
 func Verify(dir string, opt Options) (VerifyReport, error) {
+	return verify(dir, opt, false, 0)
+}
+
+// VerifyTo is Verify for a journal that is being written: it checks the
+// records up to seq, which must be durable (Log.DurableSeq read before the
+// call), or up to the anchor's record if that is further (the anchor only
+// names durable records), and reads nothing after them. Past the durable
+// end a frame may be half-written as the pass reads it, and a record read
+// as zeros before the next one is read whole would look like damage in the
+// middle of the journal.
+func VerifyTo(dir string, opt Options, seq uint64) (VerifyReport, error) {
+	return verify(dir, opt, true, seq)
+}
+
+func verify(dir string, opt Options, bounded bool, upTo uint64) (VerifyReport, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return VerifyReport{}, err
@@ -58,6 +73,12 @@ func Verify(dir string, opt Options) (VerifyReport, error) {
 	wo := walkOpts{from: 1, trustFirst: sp.ckpt != nil}
 	if anc != nil {
 		wo.hashAt = anc.seq
+	}
+	if bounded {
+		if anc != nil {
+			upTo = max(upTo, anc.seq)
+		}
+		wo.stopBefore = upTo + 1
 	}
 	res, err := walk(opt.FS, dir, wo)
 	if err != nil {
