@@ -21,6 +21,7 @@ const (
 	CodeTooManyAgents   = "TOO_MANY_AGENTS"   // the supervisor serves as many agents as it allows
 	CodeForbidden       = "FORBIDDEN"         // the agent may not do this (agents.allow, or reset off)
 	CodeTooManyAttempts = "TOO_MANY_ATTEMPTS" // too many failed HTTP resets: every reset refused for a while
+	CodeNoOperatorToken = "NO_OPERATOR_TOKEN" // reset with no operator token configured: nobody can reset
 )
 
 // CodeInfo documents one wire code for the agents that receive it.
@@ -50,6 +51,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeJournalFailed), "The journal failed. Nothing may move until the supervisor is restarted on a working journal.", "Stop and alert an operator. Resetting does not help."},
 	{CodeUnauthorized, "Reset was refused: the token is wrong.", "Do not retry: only an operator with the token may reset."},
 	{CodeForbidden, "The agent may not do this: the configuration (agents.allow) does not give it this op or this actuator, or it names no such agent; or a reset over MQTT, which is off (mqtt.allow_reset), or over HTTP on an address other machines reach. Refusals are journaled. Nothing moved.", "Do not retry: ask the robot's operator for the permission."},
+	{CodeNoOperatorToken, "Reset was refused: the supervisor has no operator token configured (http.reset_token_file), so no token can clear a halt. Not counted as a failed attempt: there is nothing to guess.", "Do not retry: the robot's operator must set http.reset_token_file (a file holding only the token, at least 32 bytes, mode 0600) and restart the supervisor."},
 	{CodeTooManyAttempts, "HTTP reset only: too many resets failed for their token in the last minute (5 from this host or 30 from all). Every reset is refused, the right token included, until the Retry-After header's seconds pass. Halt is never limited.", "Wait Retry-After seconds, then reset once with the right token."},
 
 	// Leases (supervisor/lease).

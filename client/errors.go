@@ -37,8 +37,9 @@ var (
 	ErrLoginRefused = errors.New("client: the broker refused the login")
 	// ErrForbidden: the supervisor's configuration does not let this agent
 	// do this (FORBIDDEN): an op or actuator agents.allow does not give
-	// it, or a reset over MQTT while that is off. Nothing moved; do not
-	// retry.
+	// it, a reset over MQTT while that is off, or a reset on a supervisor
+	// with no operator token configured (NO_OPERATOR_TOKEN). Nothing
+	// moved; do not retry.
 	ErrForbidden = errors.New("client: forbidden")
 	// ErrBackOff: the request was not served because this agent is over
 	// its rate (RATE_LIMITED) or queue (BUSY), or the supervisor serves as
@@ -95,6 +96,7 @@ var codeClass = map[string]class{
 	"JOURNAL_FAILED":    {refusal: true},
 	"UNAUTHORIZED":      {refusal: true, sentinel: ErrUnauthorized},
 	"FORBIDDEN":         {refusal: true, sentinel: ErrForbidden},
+	"NO_OPERATOR_TOKEN": {refusal: true, sentinel: ErrForbidden}, // reset with no token configured
 	"LEASE_UNKNOWN":     {refusal: true, sentinel: ErrLeaseLost},
 	"LEASE_EXPIRED":     {refusal: true, sentinel: ErrLeaseLost},
 	"LEASE_NOT_HOLDER":  {refusal: true, sentinel: ErrLeaseLost},

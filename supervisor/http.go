@@ -268,15 +268,16 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 	if body.Operator != "" {
 		by += " operator " + body.Operator
 	}
-	token, ok := bearerToken(r)
-	err := ErrUnauthorized
-	if ok {
-		err = h.s.Reset(token, by)
-	}
+	token, _ := bearerToken(r) // "" when malformed: it matches no token
+	err := h.s.Reset(token, by)
 	switch {
 	case err == nil:
 		h.s.metrics.command(string(api.OpReset), true, "")
 		writeJSON(w, http.StatusOK, h.latch(""))
+	case errors.Is(err, ErrNoOperatorToken):
+		// Not a failed attempt (the deferred refund takes it back): with
+		// no token configured there is nothing to guess.
+		h.refuseReset(w, http.StatusForbidden, err)
 	case errors.Is(err, ErrUnauthorized):
 		failed = true
 		w.Header().Set("WWW-Authenticate", `Bearer realm="saga-supervisor"`)

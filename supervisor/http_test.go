@@ -26,13 +26,16 @@ const operatorToken = "operator-token-0123456789abcdef-test"
 
 // startSupervisor is a supervisor on the default config (the sim arm) in
 // temporary directories, without MQTT: HTTP and Handle drive it.
-func startSupervisor(t *testing.T, dir string) (*supervisor.Supervisor, *supervisor.Built) {
+func startSupervisor(t *testing.T, dir string, edits ...func(*config.Config)) (*supervisor.Supervisor, *supervisor.Built) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	cfg.HTTP.ResetToken = operatorToken
 	cfg.Agents.Allow = nil // agents of every name; permissions are tested on their own
+	for _, edit := range edits {
+		edit(cfg)
+	}
 	b, err := supervisor.FromConfig(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -518,6 +521,32 @@ func TestHTTPResetRateLimit(t *testing.T) {
 	now = now.Add(supervisor.ResetFailWindow)
 	if rec := reset(b, operatorToken); rec.Code != http.StatusOK {
 		t.Fatalf("reset after the global window: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// With no operator token configured, every reset is refused 403
+// NO_OPERATOR_TOKEN, saying which key to set, whatever the request carries;
+// the halt stays latched; and the refusals are not failed guesses: they never
+// turn into 429s (there is nothing to guess).
+func TestHTTPResetNoOperatorToken(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir(), func(c *config.Config) { c.HTTP.ResetToken = "" })
+	h := sup.HTTPHandler()
+	if rec := call(h, "POST", "/api/v1/halt", "127.0.0.1:4000", jsonType, `{"reason":"no token"}`); rec.Code != http.StatusOK {
+		t.Fatalf("halt: %d %s", rec.Code, rec.Body)
+	}
+	for i := range 3 * supervisor.ResetFailsPerHost {
+		hdr := withBearer([]string{operatorToken, "guess", ""}[i%3])
+		rec := call(h, "POST", "/api/v1/reset", "127.0.0.1:4000", hdr, "")
+		if rec.Code != http.StatusForbidden || errCode(t, rec) != api.CodeNoOperatorToken ||
+			!strings.Contains(rec.Body.String(), "no operator token is configured") || !strings.Contains(rec.Body.String(), "http.reset_token_file") {
+			t.Fatalf("reset %d: %d %s", i+1, rec.Code, rec.Body)
+		}
+		if !sup.Status().Halted {
+			t.Fatal("a reset with no token configured cleared the halt")
+		}
+	}
+	if err := sup.Reset("", "test"); !errors.Is(err, supervisor.ErrNoOperatorToken) {
+		t.Fatalf("Reset with no token configured: %v", err)
 	}
 }
 

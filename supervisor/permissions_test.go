@@ -152,6 +152,26 @@ func TestRemoteReset(t *testing.T) {
 	}
 }
 
+// Over MQTT too, a supervisor with no operator token configured refuses
+// reset as NO_OPERATOR_TOKEN, not as a wrong token.
+func TestRemoteResetNoOperatorToken(t *testing.T) {
+	s, _ := newTestSupervisorWith(t, func(c *config.Config) {
+		c.MQTT.AllowReset = true
+		c.HTTP.ResetToken = ""
+		c.Agents.Allow = map[string]config.Permission{"op": {Ops: []string{"reset"}}}
+	})
+	s.Halt("test", "stop")
+	s.engine.WaitHalts()
+	got := make(chan api.Reply, 1)
+	s.Submit("op", api.Request{ID: "r", Agent: "op", Op: api.OpReset, Token: "anything-at-all"}, nil, time.Now(), func(r api.Reply) { got <- r })
+	if r := <-got; r.OK || r.Code != api.CodeNoOperatorToken || !strings.Contains(r.Message, "http.reset_token_file") {
+		t.Fatalf("reset with no token configured: %+v", r)
+	}
+	if !s.Status().Halted {
+		t.Fatal("the halt was cleared")
+	}
+}
+
 // Status is public: neither the status op nor the HTTP status carries a
 // lease id or epoch (an agent read another's that way, and could then act
 // in its name on a broker that did not bind names).

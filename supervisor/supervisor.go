@@ -40,8 +40,8 @@ type Options struct {
 	// Leases configures the lease manager; FirstEpoch and OnEnd are set by
 	// New.
 	Leases lease.Options
-	// ResetToken authorises reset. Empty: reset is refused (UNAUTHORIZED),
-	// never open to anyone.
+	// ResetToken authorises reset. Empty: reset is refused to everyone
+	// (NO_OPERATOR_TOKEN), never open to anyone.
 	ResetToken string
 	// RemoteReset allows reset through the controller API (MQTT), where
 	// the token crosses the broker. Off: such a reset is refused
@@ -453,6 +453,12 @@ func (s *Supervisor) refreshSoon() {
 // ErrUnauthorized is returned by Reset with a wrong or missing token.
 var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator token")
 
+// ErrNoOperatorToken is returned by Reset, whatever the token, when the
+// supervisor has none configured: no reset can succeed, so it is neither a
+// wrong token nor a guess worth limiting.
+var ErrNoOperatorToken = &api.Error{Code: api.CodeNoOperatorToken, Message: "reset refused: no operator token is configured, so no one can reset: " +
+	"set http.reset_token_file to a file holding only the token (at least 32 bytes, mode 0600: openssl rand -hex 32) and restart the supervisor"}
+
 // TokenMatches reports whether got is the operator token want, in time
 // that depends on neither value: both are hashed with SHA-256 and the
 // digests compared with crypto/subtle, so not even the token's length leaks
@@ -470,6 +476,9 @@ func TokenMatches(got, want string) bool {
 // halts latched before it looked at those conditions: a halt that arrives
 // while the reset is being made stays latched (HALTED).
 func (s *Supervisor) Reset(token, by string) error {
+	if s.opt.ResetToken == "" {
+		return ErrNoOperatorToken
+	}
 	if !TokenMatches(token, s.opt.ResetToken) {
 		return ErrUnauthorized
 	}

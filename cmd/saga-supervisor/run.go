@@ -19,6 +19,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/logging"
 	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
 	"github.com/saga-supervisor/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -35,6 +36,8 @@ func runRun(args []string, w io.Writer) error {
 	fs := cli.NewFlags("run")
 	cfgPath := fs.String("config", "", "configuration file (default: the embedded default — sim arm, in-process broker)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", logging.Auto, "how stderr's log lines look: "+logging.Formats+
+		" (auto: journal — no time, each line led by its syslog priority <3>..<7> — when stderr is systemd's journal, text otherwise)")
 	acceptLoss := fs.Bool("accept-journal-loss", false, "start on a journal that lost durable records (verify says LOST): the loss is journaled and the supervisor starts halted until an operator resets. Only after looking at the journal and the robot")
 	if err := fs.Parse(args); err != nil {
 		return cli.Exit(2, "%v", err)
@@ -43,12 +46,14 @@ func runRun(args []string, w io.Writer) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return cli.Exit(2, "--log-level: %v", err)
 	}
-	lg := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	lg, err := logging.New(os.Stderr, *logFormat, level)
+	if err != nil {
+		return cli.Exit(2, "--log-format: %v", err)
+	}
 
 	cfg := config.Default()
 	source := "the embedded default"
 	if *cfgPath != "" {
-		var err error
 		if cfg, err = config.Load(*cfgPath); err != nil {
 			return cli.Exit(1, "%v", err)
 		}

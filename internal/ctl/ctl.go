@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,15 +45,18 @@ OPs:
         [--http URL]           shows it to every user of this machine (ps). Over HTTP
         [--mqtt]               (default http://127.0.0.1:8080), or with --mqtt over
                                the broker (only if the supervisor allows it:
-                               mqtt.allow_reset, TLS)
+                               mqtt.allow_reset, TLS). A supervisor with no token
+                               configured refuses every reset (NO_OPERATOR_TOKEN):
+                               set http.reset_token_file and restart it
   hello                        take a lease and give it back (bye): can this agent act?
   run-saga [--deadline D] ACTUATOR=VALUE ...
                                one saga: hello, begin, every step in order, commit,
                                bye. The first step that is refused or fails ends it:
                                the saga is aborted (or was unwound by the failure)
                                and the rollback report is printed
-  watch [--for D] [--count N]  print status, events and actuator states until
-                               interrupted (or for D, or N messages)
+  watch [--for D] [--count N]  print status, events (unwinds, drift) and actuator
+                               states until interrupted (or for D, or N messages);
+                               a warning line when a halt latches
   keygen --out FILE            a new operator approval key: FILE (private, mode
                                0600) and FILE.pub (list it in approvals.public_keys);
                                never overwrites
@@ -70,6 +75,16 @@ with it the saga, would end when the first one exits. run-saga is the way to run
 a saga from a shell; a controller that decides step by step uses the Go package
 github.com/saga-supervisor/saga-supervisor/client (or any MQTT client).
 
+--config FILE reads the supervisor's config file (/etc/saga-supervisor/config.yaml
+under systemd) for its broker, device, prefix, CA file, credentials dir and HTTP
+address, so that ctl talks to that supervisor; flags given win. Only the file
+itself is read, never the secrets it names.
+
+When the supervisor is halted, status, hello, run-saga, watch and reset say so
+first, with the reason and how to reset ("WARNING: the supervisor is HALTED: ...");
+with --json, the op's object carries "halt": {"halted": true, "reason": ...}
+(status: its own "halted" and "halt_reason"; watch: the status lines).
+
 Exit status: 0 ok, 1 refused or failed (the code and message are printed),
 2 usage.
 
@@ -84,6 +99,7 @@ type globals struct {
 	username, passwordFile        string
 	credentials                   string
 	caFile                        string
+	configFile                    string
 }
 
 // defaultGlobals match the embedded default configuration, so that ctl with
@@ -114,6 +130,64 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.passwordFile, "password-file", g.passwordFile, "a file holding only the broker password (mode 0600 or 0400)")
 	fs.StringVar(&g.credentials, "credentials", g.credentials, "where the supervisor wrote the embedded broker's generated passwords: without --password-file, the agent's is read from DIR/<agent> if it exists")
 	fs.StringVar(&g.caFile, "ca-file", g.caFile, "CA certificates (PEM) to verify a TLS broker with (default: the system's)")
+	fs.StringVar(&g.configFile, "config", g.configFile, "the supervisor's config file: the broker, device, prefix, CA file, credentials dir and HTTP address are taken from it (flags given win; its secret files are not read)")
+}
+
+// fromConfig takes, from the supervisor's config file, what the flags not
+// given on the command line (set) should be to reach that supervisor. It
+// parses the file's layout only: the secrets it names (the operator token,
+// the supervisor's own MQTT password) are the daemon's, not ctl's to read.
+// Relative paths in it are relative to ctl's working directory, as the
+// daemon's are to its own.
+func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
+	data, err := os.ReadFile(g.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := config.ParseLayout(data, g.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	take := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	broker := cfg.MQTT.Broker
+	if cfg.MQTT.Embedded() {
+		scheme := "tcp://"
+		if cfg.MQTT.TLS.CertFile != "" {
+			scheme = "ssl://"
+		}
+		broker = scheme + loopback(cfg.MQTT.Listen)
+	}
+	take("broker", &g.broker, broker)
+	take("device", &g.device, cfg.Device)
+	take("prefix", &g.prefix, cfg.MQTT.Prefix)
+	take("ca-file", &g.caFile, cfg.MQTT.TLS.CAFile)
+	if cfg.MQTT.Embedded() {
+		take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
+	}
+	if cfg.HTTP.Listen != "" {
+		take("http", httpURL, "http://"+loopback(cfg.HTTP.Listen))
+	}
+	return nil
+}
+
+// loopback is a listen address as this machine dials it: an unspecified
+// host (every address) becomes loopback.
+func loopback(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if err == nil && ip.Is6() {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func usage(w io.Writer, g *globals) {
@@ -230,6 +304,17 @@ func Run(args []string, w io.Writer) error {
 	if op != "run-saga" && len(pos) > 0 {
 		return usageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
 	}
+	resetHint := "saga-supervisor ctl reset --token-file FILE"
+	if g.configFile != "" {
+		set := map[string]bool{}
+		mark := func(f *flag.Flag) { set[f.Name] = true }
+		fs.Visit(mark)
+		ofs.Visit(mark)
+		if err := g.fromConfig(set, &httpURL); err != nil {
+			return usageErr(err)
+		}
+		resetHint = "saga-supervisor ctl --config " + g.configFile + " reset --token-file FILE"
+	}
 
 	switch op { // offline ops: no broker
 	case "keygen":
@@ -247,7 +332,7 @@ func Run(args []string, w io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out := &output{w: w, json: g.asJSON}
+	out := &output{w: w, json: g.asJSON, resetHint: resetHint}
 
 	switch op {
 	case "status":

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
@@ -29,9 +30,14 @@ type ctlDaemon struct {
 	http string // the supervisor's HTTP API
 }
 
-func startCtlDaemon(t *testing.T) *ctlDaemon {
+func startCtlDaemon(t *testing.T, mods ...func(*config.Config)) *ctlDaemon {
 	t.Helper()
-	d := daemontest.Start(t, "", func(c *config.Config) { c.HTTP.ResetToken = ctlTestToken })
+	d := daemontest.Start(t, "", func(c *config.Config) {
+		c.HTTP.ResetToken = ctlTestToken
+		for _, mod := range mods {
+			mod(c)
+		}
+	})
 	srv := httptest.NewServer(d.Sup.HTTPHandler())
 	t.Cleanup(srv.Close)
 	return &ctlDaemon{sup: d.Sup, url: d.URL(), http: srv.URL}
@@ -317,5 +323,235 @@ func TestCtlDefaults(t *testing.T) {
 	}
 	if g.broker != "tcp://127.0.0.1:1883" || g.device != "arm1" || g.prefix != "saga/v1" || g.credentials != def.MQTT.Auth.CredentialsDir {
 		t.Fatalf("defaults %+v", g)
+	}
+}
+
+// runCtl runs ctl with exactly args (no --broker added).
+func runCtl(args ...string) (string, string, int) {
+	var out ctlBuffer
+	err := Run(args, &out)
+	return out.String(), errText(err), cli.Status(err)
+}
+
+// configFor writes the supervisor's config file as d runs it: the default
+// with d's broker and HTTP addresses.
+func (d *ctlDaemon) configFor(t *testing.T) string {
+	t.Helper()
+	broker := strings.TrimPrefix(d.url, "tcp://")
+	text := strings.NewReplacer(
+		"  listen: 127.0.0.1:1883", "  listen: "+broker,
+		"  listen: 127.0.0.1:8080", "  listen: "+strings.TrimPrefix(d.http, "http://"),
+	).Replace(string(config.DefaultYAML))
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// --config FILE finds the supervisor the file configures: its broker for
+// status, its HTTP address for reset; flags given still win.
+func TestCtlConfig(t *testing.T) {
+	d := startCtlDaemon(t)
+	cfg := d.configFor(t)
+	if out, msg, code := runCtl("--config", cfg, "--timeout", "10s", "status"); code != 0 || !strings.Contains(out, "ready:      yes") {
+		t.Fatalf("status with --config exited %d (%s): %s", code, msg, out)
+	}
+	// After the op too; and reset goes to the file's HTTP address.
+	if _, msg, code := runCtl("halt", "--config", cfg, "--reason", "config test"); code != 0 {
+		t.Fatalf("halt with --config exited %d: %s", code, msg)
+	}
+	if out, msg, code := runCtl("--config", cfg, "reset", "--token", ctlTestToken); code != 0 || !strings.Contains(out, "reset: the halt is cleared") {
+		t.Fatalf("reset with --config exited %d (%s): %s", code, msg, out)
+	}
+	// An explicit flag wins over the file: a device nobody serves.
+	if _, msg, code := runCtl("--config", cfg, "--timeout", "1s", "--device", "nobody", "status"); code != 1 || !strings.Contains(msg, "no reply") {
+		t.Fatalf("status with --config and --device exited %d: %s", code, msg)
+	}
+	if _, msg, code := runCtl("--config", filepath.Join(t.TempDir(), "missing.yaml"), "status"); code != 2 || !strings.Contains(msg, "--config") {
+		t.Fatalf("a missing config exited %d: %s", code, msg)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("device: arm1\nnonsense: 1\n"), 0o600)
+	if _, msg, code := runCtl("--config", bad, "status"); code != 2 || !strings.Contains(msg, "bad.yaml") {
+		t.Fatalf("an invalid config exited %d: %s", code, msg)
+	}
+}
+
+// What fromConfig takes from a file, and that it leaves the flags given.
+func TestCtlFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "unreadable-token")
+	os.WriteFile(tokenFile, []byte("x"), 0o000) // the daemon's: never read
+	ext := filepath.Join(dir, "ext.yaml")
+	os.WriteFile(ext, []byte(`device: cell7
+mqtt:
+  broker: ssl://broker.lan:8883
+  prefix: plant/v1
+  tls:
+    ca_file: /etc/ssl/lan-ca.pem
+http:
+  listen: 0.0.0.0:9090
+  reset_token_file: `+tokenFile+`
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`), 0o600)
+	emb := filepath.Join(dir, "emb.yaml")
+	os.WriteFile(emb, []byte(`device: arm2
+mqtt:
+  listen: 127.0.0.1:1884
+  auth:
+    credentials_dir: /var/lib/saga-supervisor/creds
+http:
+  listen: ""
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`), 0o600)
+	for _, tc := range []struct {
+		file              string
+		set               map[string]bool
+		broker, device    string
+		prefix, ca, creds string
+		http              string
+	}{
+		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://127.0.0.1:9090"},
+		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag"},
+		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag"},
+	} {
+		g := defaultGlobals()
+		g.configFile = tc.file
+		httpURL := "http://flag"
+		if tc.set["broker"] {
+			g.broker, g.device = "tcp://flag:1", "flagdev"
+		}
+		if err := g.fromConfig(tc.set, &httpURL); err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if g.broker != tc.broker || g.device != tc.device || g.prefix != tc.prefix || g.caFile != tc.ca || g.credentials != tc.creds || httpURL != tc.http {
+			t.Errorf("%s %v: broker %s device %s prefix %s ca %s creds %s http %s", filepath.Base(tc.file), tc.set, g.broker, g.device, g.prefix, g.caFile, g.credentials, httpURL)
+		}
+	}
+}
+
+func TestCtlLoopback(t *testing.T) {
+	for in, want := range map[string]string{"0.0.0.0:1883": "127.0.0.1:1883", "[::]:8080": "[::1]:8080", ":8080": "127.0.0.1:8080",
+		"127.0.0.1:1": "127.0.0.1:1", "robot.lan:1883": "robot.lan:1883", "nonsense": "nonsense"} {
+		if got := loopback(in); got != want {
+			t.Errorf("loopback(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Every op that connects says first that the supervisor is halted, and
+// why, and how to reset; --json carries it as "halt".
+func TestCtlHaltBanner(t *testing.T) {
+	d := startCtlDaemon(t)
+	if _, msg, code := d.ctl(t, "halt", "--reason", "person in the cell"); code != 0 {
+		t.Fatalf("halt exited %d: %s", code, msg)
+	}
+	const banner = "WARNING: the supervisor is HALTED: "
+	first := func(op, out string) {
+		t.Helper()
+		line, _, _ := strings.Cut(out, "\n")
+		if !strings.HasPrefix(line, banner) || !strings.Contains(line, "person in the cell") || !strings.Contains(line, "ctl reset --token-file") {
+			t.Errorf("%s: the first line is not the halt warning:\n%s", op, out)
+		}
+	}
+	out, _, _ := d.ctl(t, "status")
+	first("status", out)
+	out, _, _ = d.ctl(t, "hello")
+	first("hello", out)
+	out, msg, code := d.ctl(t, "run-saga", "base=5")
+	first("run-saga", out)
+	if code != 1 || !strings.Contains(msg, "HALTED") {
+		t.Errorf("run-saga while halted exited %d: %s", code, msg)
+	}
+	out, _, _ = d.ctl(t, "watch", "--count", "1")
+	first("watch", out)
+	if !strings.Contains(out, "status   online") {
+		t.Errorf("watch printed no status after the warning:\n%s", out)
+	}
+	// The path with --config names it in the reset it suggests.
+	out, _, _ = runCtl("--config", d.configFor(t), "status")
+	if !strings.Contains(out, "ctl --config ") {
+		t.Errorf("status with --config: the warning does not suggest --config:\n%s", out)
+	}
+
+	type halt struct {
+		Halted bool   `json:"halted"`
+		Reason string `json:"reason"`
+	}
+	for _, args := range [][]string{{"hello"}, {"run-saga", "base=5"}} {
+		out, _, _ := d.ctl(t, append([]string{"--json"}, args...)...)
+		var j struct {
+			Halt *halt `json:"halt"`
+		}
+		if err := json.Unmarshal([]byte(out), &j); err != nil || j.Halt == nil || !j.Halt.Halted || !strings.HasSuffix(j.Halt.Reason, ": person in the cell") {
+			t.Errorf("%s --json: no halt in %s (%v)", args[0], out, err)
+		}
+	}
+	// Reset over HTTP shows the halt it clears; then there is none.
+	out, msg, code = d.ctl(t, "reset", "--http", d.http, "--token", ctlTestToken)
+	first("reset", out)
+	if code != 0 || !strings.Contains(out, "reset: the halt is cleared") {
+		t.Fatalf("reset exited %d (%s): %s", code, msg, out)
+	}
+	for _, op := range []string{"status", "hello"} {
+		if out, _, _ := d.ctl(t, op); strings.Contains(out, banner) {
+			t.Errorf("%s after the reset still warns:\n%s", op, out)
+		}
+	}
+	if out, _, _ := d.ctl(t, "--json", "hello"); strings.Contains(out, `"halt"`) {
+		t.Errorf("hello --json after the reset: %s", out)
+	}
+}
+
+// A watch warns when a halt latches while it runs.
+func TestCtlWatchHalt(t *testing.T) {
+	d := startCtlDaemon(t)
+	var out ctlBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run([]string{"--broker", d.url, "--agent", "watcher", "watch", "--for", "20s"}, &out)
+	}()
+	daemontest.WaitFor(t, "the retained status", 10*time.Second, func() bool { return strings.Contains(out.String(), "status   online") })
+	if strings.Contains(out.String(), "HALTED") {
+		t.Fatalf("a warning before any halt:\n%s", out.String())
+	}
+	d.sup.Halt("test", "watch me")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "WARNING: the supervisor is HALTED: test: watch me") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no halt warning:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// With no operator token configured, ctl reset says so, and how to
+// configure one, not that the token is wrong.
+func TestCtlResetNoOperatorToken(t *testing.T) {
+	d := startCtlDaemon(t, func(c *config.Config) { c.HTTP.ResetToken = "" })
+	d.sup.Halt("test", "no token")
+	_, msg, code := d.ctl(t, "reset", "--http", d.http, "--token", ctlTestToken)
+	if code != 1 || !strings.Contains(msg, "NO_OPERATOR_TOKEN") || !strings.Contains(msg, "no operator token is configured") ||
+		!strings.Contains(msg, "http.reset_token_file") || strings.Contains(msg, "wrong") {
+		t.Fatalf("reset with no token configured exited %d: %s", code, msg)
+	}
+	if !d.sup.Status().Halted {
+		t.Fatal("the halt was cleared")
+	}
+}
+
+// watch shows an unknown position as unknown, not 0, and drift events.
+func TestCtlWatchLines(t *testing.T) {
+	var b bytes.Buffer
+	out := &output{w: &b}
+	v := 12.5
+	writeUpdate(out, client.Update{Topic: "saga/v1/arm1/state/elbow", Payload: []byte(`{"actuator":"elbow","commanded":null}`), State: &client.State{Actuator: "elbow"}})
+	writeUpdate(out, client.Update{Topic: "saga/v1/arm1/events", Event: &api.Event{Kind: api.EventDrift, Actuator: "valve", Value: &v}})
+	got := b.String()
+	if !strings.Contains(got, "state    elbow = unknown") || !strings.Contains(got, "drift    valve = 12.5") {
+		t.Fatalf("watch lines:\n%s", got)
 	}
 }

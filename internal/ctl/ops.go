@@ -29,12 +29,16 @@ func opStatus(ctx context.Context, opt client.Options, out *output) error {
 		return out.fail("status", err)
 	}
 	if out.json {
+		// The status carries the halt itself: "halted", "halt_reason".
 		fmt.Fprintf(out.w, "%s\n", raw)
 		return nil
 	}
 	var st supervisor.Status
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return cli.Exit(1, "status: cannot read the supervisor's status %s: %v", raw, err)
+	}
+	if st.Halted {
+		out.warnHalt(st.HaltWhy)
 	}
 	writeStatus(out.w, &st)
 	return nil
@@ -105,14 +109,17 @@ const (
 )
 
 // withoutLease dials without taking a lease, runs op's call, and prints
-// done when it succeeds.
-func withoutLease(ctx context.Context, opt client.Options, out *output, op, done string, call func(*client.Client) error) error {
+// done when it succeeds. notice: warn first if the supervisor is halted.
+func withoutLease(ctx context.Context, opt client.Options, out *output, op, done string, notice bool, call func(*client.Client) error) error {
 	opt.NoLease = true
 	c, err := client.Dial(ctx, opt)
 	if err != nil {
 		return out.fail(op, err)
 	}
 	defer c.Close(context.Background())
+	if notice {
+		noticeHaltRetained(ctx, c, opt, out)
+	}
 	if err := call(c); err != nil {
 		return out.fail(op, err)
 	}
@@ -121,16 +128,17 @@ func withoutLease(ctx context.Context, opt client.Options, out *output, op, done
 }
 
 func opHalt(ctx context.Context, opt client.Options, out *output, reason string) error {
-	return withoutLease(ctx, opt, out, "halt", haltedText, func(c *client.Client) error { return c.Halt(ctx, reason) })
+	return withoutLease(ctx, opt, out, "halt", haltedText, false, func(c *client.Client) error { return c.Halt(ctx, reason) })
 }
 
 func opReset(ctx context.Context, opt client.Options, out *output, token string) error {
-	return withoutLease(ctx, opt, out, "reset", resetText, func(c *client.Client) error { return c.Reset(ctx, token) })
+	return withoutLease(ctx, opt, out, "reset", resetText, true, func(c *client.Client) error { return c.Reset(ctx, token) })
 }
 
 func opHello(ctx context.Context, opt client.Options, out *output) error {
 	c, err := client.Dial(ctx, opt)
 	if err != nil {
+		out.noticeHaltRefusal(err)
 		return out.fail("hello", err)
 	}
 	l, _ := c.Lease()
@@ -140,8 +148,8 @@ func opHello(ctx context.Context, opt client.Options, out *output) error {
 		return out.fail("bye", err)
 	}
 	if out.json {
-		out.printJSON(map[string]any{"ok": true, "op": "hello", "agent": opt.Agent, "lease": l.ID, "epoch": l.Epoch,
-			"ttl_ms": l.TTL.Milliseconds(), "heartbeat_ms": l.Heartbeat.Milliseconds()})
+		out.printJSON(out.withHalt(map[string]any{"ok": true, "op": "hello", "agent": opt.Agent, "lease": l.ID, "epoch": l.Epoch,
+			"ttl_ms": l.TTL.Milliseconds(), "heartbeat_ms": l.Heartbeat.Milliseconds()}))
 	} else {
 		fmt.Fprintf(out.w, "hello: agent %s got lease %s, epoch %d, ttl %v (heartbeat every %v)\n", opt.Agent, l.ID, l.Epoch, l.TTL, l.Heartbeat)
 		fmt.Fprintln(out.w, "bye: lease ended")
@@ -157,6 +165,7 @@ func fileExists(p string) bool {
 // opResetHTTP resets over the supervisor's HTTP API, as an operator does:
 // the token goes as a bearer token, never through the broker.
 func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *output, token string) error {
+	noticeHaltHTTP(ctx, base, timeout, out)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(`{"operator":"ctl"}`))

@@ -17,6 +17,19 @@ import (
 type output struct {
 	w    io.Writer
 	json bool
+	// halt is the latched halt the op found when it started (warnHalt);
+	// the op's JSON carries it as "halt".
+	halt *haltNotice
+	// resetHint is the command that clears a halt, for the warning.
+	resetHint string
+}
+
+// withHalt adds the halt found at the start, if any, to an op's JSON.
+func (o *output) withHalt(j map[string]any) map[string]any {
+	if o.halt != nil {
+		j["halt"] = o.halt
+	}
+	return j
 }
 
 func (o *output) printJSON(v any) {
@@ -30,7 +43,7 @@ func (o *output) printJSON(v any) {
 // done prints that op succeeded: text, or {"ok":true,"op":op} with --json.
 func (o *output) done(op, text string) {
 	if o.json {
-		o.printJSON(map[string]any{"ok": true, "op": op})
+		o.printJSON(o.withHalt(map[string]any{"ok": true, "op": op}))
 	} else {
 		fmt.Fprintln(o.w, text)
 	}
@@ -43,7 +56,7 @@ func (o *output) fail(what string, err error) error {
 		err = fmt.Errorf("%w\n  log in as an agent the supervisor knows: --agent NAME with --password-file FILE, or run ctl where the\n  supervisor runs, which reads the password it generated from --credentials (default ./saga-data/mqtt/credentials/<agent>)", err)
 	}
 	if o.json {
-		j := map[string]any{"ok": false, "op": what, "error": err.Error()}
+		j := o.withHalt(map[string]any{"ok": false, "op": what, "error": err.Error()})
 		var ce *client.Error
 		if errors.As(err, &ce) {
 			j["code"], j["message"] = ce.Code, ce.Message
@@ -113,7 +126,7 @@ func reportText(w io.Writer, r *api.ReportJSON, indent string) {
 	fmt.Fprintf(w, "%ssaga %d of %s: %s (%s%s): %s\n", indent, r.Saga, r.Agent, how, r.Order, rec, r.Reason)
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "%s  step %d %-10s %s, back to %s (was commanded %s), %s, %d attempt(s)", indent,
-			s.Step, s.Actuator, s.Outcome, num(s.Prior), num(s.Target), s.Bucket, s.Attempts)
+			s.Step, s.Actuator, s.Outcome, num(s.Prior, "null"), num(s.Target, "null"), s.Bucket, s.Attempts)
 		if s.Error != "" {
 			fmt.Fprintf(w, ": %s", s.Error)
 		}
@@ -121,9 +134,10 @@ func reportText(w io.Writer, r *api.ReportJSON, indent string) {
 	}
 }
 
-func num(p *float64) string {
+// num is *p, or ifNil.
+func num(p *float64, ifNil string) string {
 	if p == nil {
-		return "null"
+		return ifNil
 	}
 	return strconv.FormatFloat(*p, 'g', -1, 64)
 }

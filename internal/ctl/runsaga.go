@@ -68,6 +68,7 @@ type sagaJSON struct {
 	Report    *api.ReportJSON `json:"report,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Code      string          `json:"code,omitempty"`
+	Halt      *haltNotice     `json:"halt,omitempty"` // latched when run-saga started
 }
 
 // approver gives the approval token of a step of saga ("" for none).
@@ -89,7 +90,7 @@ func opRunSaga(ctx context.Context, opt client.Options, out *output, steps []sag
 	// supervisor's refusal or failure behind err, if any.
 	finish := func(err, cause error) error {
 		if out.json {
-			res.OK = err == nil
+			res.OK, res.Halt = err == nil, out.halt
 			if err != nil {
 				res.Error, res.Code = err.Error(), client.CodeOf(cause)
 			}
@@ -103,6 +104,7 @@ func opRunSaga(ctx context.Context, opt client.Options, out *output, steps []sag
 
 	c, err := client.Dial(ctx, opt)
 	if err != nil {
+		out.noticeHaltRefusal(err)
 		return finish(err, err)
 	}
 	defer func() {

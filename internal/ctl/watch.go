@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
@@ -25,17 +26,69 @@ func opWatch(ctx context.Context, opt client.Options, out *output, forDur time.D
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	n := 0
-	err = c.Watch(ctx, func(u client.Update) {
+	// The retained messages arrive in the broker's order, actuator states
+	// possibly before the status: they wait for the status (or for
+	// retainedWait), so that a latched halt is said first.
+	var (
+		mu      sync.Mutex
+		started bool
+		pending []client.Update
+		halted  bool
+		n       int
+	)
+	show := func(u client.Update) {
 		if count > 0 && n >= count {
 			return
 		}
 		n++
+		if u.Status != nil {
+			// The warning when a halt latches, or is latched when the
+			// watch starts; JSON lines carry "halted" in the status.
+			if u.Status.Halted && !halted && !out.json {
+				fmt.Fprintln(out.w, haltWarning(u.Status.HaltReason, out.resetHint))
+			}
+			halted = u.Status.Halted
+		}
 		writeUpdate(out, u)
 		if count > 0 && n >= count {
 			cancel()
 		}
+	}
+	start := func(first *client.Update) {
+		started = true
+		if first != nil {
+			show(*first)
+		}
+		for _, u := range pending {
+			show(u)
+		}
+		pending = nil
+	}
+	t := time.AfterFunc(min(opt.Timeout, retainedWait), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			start(nil)
+		}
 	})
+	defer t.Stop()
+	err = c.Watch(ctx, func(u client.Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case started:
+			show(u)
+		case u.Status != nil:
+			start(&u)
+		default:
+			pending = append(pending, u)
+		}
+	})
+	mu.Lock()
+	if !started {
+		start(nil) // ended before the status came: what arrived is still shown
+	}
+	mu.Unlock()
 	if err != nil {
 		return out.fail("watch", err)
 	}
@@ -72,7 +125,15 @@ func writeUpdate(out *output, u client.Update) {
 		}
 		fmt.Fprintln(w, line)
 	case u.State != nil:
-		fmt.Fprintf(w, "%s state    %s = %g\n", ts, u.State.Actuator, u.State.Commanded)
+		// An unknown position is null on the wire, which the client's
+		// State cannot tell from 0.
+		var s struct {
+			Commanded *float64 `json:"commanded"`
+		}
+		json.Unmarshal(u.Payload, &s)
+		fmt.Fprintf(w, "%s state    %s = %s\n", ts, u.State.Actuator, num(s.Commanded, "unknown"))
+	case u.Event != nil && u.Event.Kind == api.EventDrift:
+		fmt.Fprintf(w, "%s drift    %s = %s (moved by its device; the supervisor takes it as the position)\n", ts, u.Event.Actuator, num(u.Event.Value, "unknown"))
 	case u.Event != nil && u.Event.Kind == api.EventRollback && u.Event.Report != nil:
 		fmt.Fprintf(w, "%s rollback ", ts)
 		reportText(w, u.Event.Report, "")
