@@ -45,7 +45,7 @@ device: arm1
 journl: {dir: x} #!
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`unknown key "journl" (known keys: device, journal, unwind,`}},
+`, []string{`unknown key "journl" (known keys: device, board, journal, unwind,`}},
 	{"unknown nested key", `
 device: arm1
 actuators:
