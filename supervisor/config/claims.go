@@ -24,8 +24,8 @@ type Resource struct {
 	// and is shown in messages: "GPIO18", "pwmchip0/pwm1", `I2C address
 	// 0x40 on bus "1"`.
 	Key string
-	// Field is the key that takes it, relative to the actuator or supply
-	// ("gpio.pin"), or for the configuration's own claims the full path.
+	// Field is the key that takes it, relative to the actuator, supply,
+	// e-stop or board that takes it ("gpio.pin").
 	Field string
 	// Shared: claims of one Key with the same non-empty Shared do not
 	// conflict — the channels of one PCA9685 board share its address, the
@@ -74,6 +74,9 @@ func (d *decoder) checkClaims() {
 			as := ""
 			if f.As != "" {
 				as = " as " + f.As
+			}
+			if c.As != "" {
+				as += "; here it would be " + c.As
 			}
 			d.errorf(c.path, "%s is already used by %s (line %d)%s", c.Key, f.path, f.at.line, as)
 		}

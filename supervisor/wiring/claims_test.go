@@ -112,6 +112,12 @@ supplies:
 actuators:
   pump: {kind: digital, driver: gpio, gpio: {pin: GPIO3}}
 `, "actuators.pump.gpio.pin", 6, "GPIO3 is already used by", "supplies.logic.i2c.bus", 4},
+	{"an I2C bus on an output's pin", `
+actuators:
+  pump: {kind: digital, driver: gpio, gpio: {pin: GPIO2}}
+supplies:
+  logic: {driver: ina226, i2c: {bus: "1", addr: 0x41}, min_volts: 4.75, max_volts: 5.4}
+`, "supplies.logic.i2c.bus", 6, "GPIO2 is already used by", "actuators.pump.gpio.pin", 4},
 	{"two actuators on one channel of a board", `
 mcus:
   pico: {port: /dev/ttyACM0}
@@ -149,6 +155,29 @@ func TestConflictsNameBothLines(t *testing.T) {
 				t.Errorf("got %v\nwant pi.yaml:%d:..: %s: %s", ce, tc.line, tc.path, want)
 			}
 		})
+	}
+}
+
+// A pin taken by a bus says what for, whichever key came first.
+func TestConflictSaysWhatThePinIs(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`
+actuators:
+  pump: {kind: digital, driver: gpio, gpio: {pin: GPIO2}}
+supplies:
+  logic: {driver: ina226, i2c: {bus: "1", addr: 0x41}, min_volts: 4.75, max_volts: 5.4}
+`, "GPIO2 is already used by actuators.pump.gpio.pin (line 4); here it would be SDA of I2C bus 1"},
+		{`
+mcus:
+  pico: {port: /dev/ttyAMA0}
+actuators:
+  led: {kind: digital, driver: gpio, gpio: {pin: GPIO15}}
+`, "GPIO15 is already used by mcus.pico.port (line 4) as RXD of the header UART"},
+	} {
+		errs := refusals(t, tc.yaml)
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("got %v\nwant ... %s", errors.Join(errs...), tc.want)
+		}
 	}
 }
 
