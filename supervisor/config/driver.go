@@ -44,8 +44,8 @@ type Driver struct {
 	Check func(c *Check)
 	// Claims lists the hardware one actuator of this driver takes for
 	// itself: its pins, channels, bus addresses (see Resource). It is
-	// called only when Check found nothing wrong with the actuator; two
-	// claims of one resource are refused. Optional.
+	// called only when nothing was found wrong with the actuator's driver
+	// and section; two claims of one resource are refused. Optional.
 	Claims func(c *Check) []Resource
 
 	// Supply: the driver reads supplies.
@@ -285,13 +285,25 @@ func (d *decoder) checkDriver(c *Config, path, name string, a *Actuator, s *Supp
 	} else {
 		chk.Section = a.Section
 	}
-	errs := len(d.errs)
 	if check != nil {
 		check(chk)
 	}
-	if claims != nil && len(d.errs) == errs {
+	// A section that did not decode or check holds defaults where the file
+	// said something else: its claims would be conflicts of values never
+	// written.
+	if claims != nil && !d.refused(path) {
 		d.claim(path, claims(chk)...)
 	}
+}
+
+// refused reports whether an error was found at path or under it.
+func (d *decoder) refused(path string) bool {
+	for _, e := range d.errs {
+		if e.Path == path || strings.HasPrefix(e.Path, path+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // orList joins words as "a, b or c".

@@ -354,6 +354,36 @@ actuators:
 `},
 }
 
+// A section refused for what it says claims nothing: its defaults would
+// collide where the file wrote something else.
+func TestRefusedSectionClaimsNothing(t *testing.T) {
+	errs := refusals(t, `
+actuators:
+  a: {kind: pwm, driver: pca9685, pca9685: {channel: 0}}
+  b: {kind: pwm, driver: pca9685, pca9685: {channel: "1"}}
+  c:
+    kind: servo
+    driver: gpio
+    gpio: {channel: zero, `+servo+`}
+    min: -90
+    max: 90
+  d:
+    kind: servo
+    driver: gpio
+    gpio: {channel: 0, `+servo+`}
+    min: -90
+    max: 90
+`)
+	for _, e := range errs {
+		if strings.Contains(e.Error(), "already used") {
+			t.Errorf("a refused section claimed: %v", e)
+		}
+	}
+	if len(errs) != 2 {
+		t.Errorf("%d errors, want 2 (the channels that did not decode):\n%v", len(errs), errors.Join(errs...))
+	}
+}
+
 func TestSharedHardwareAccepted(t *testing.T) {
 	for _, tc := range accepted {
 		t.Run(tc.name, func(t *testing.T) {
