@@ -60,6 +60,28 @@ func TestCheckConfigNamesTheLine(t *testing.T) {
 	}
 }
 
+// check-config refuses two actuators on one GPIO pin, however the pin is
+// written, naming both keys and their lines.
+func TestCheckConfigRefusesOnePinTwice(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "arm.yaml")
+	os.WriteFile(bad, []byte(`device: arm1
+actuators:
+  pump:
+    kind: digital
+    driver: gpio
+    gpio: {pin: GPIO17}
+  valve:
+    kind: digital
+    driver: gpio
+    gpio:
+      pin: "17"
+`), 0o600)
+	out, code := run(t, "check-config", bad)
+	if want := "arm.yaml:11:12: actuators.valve.gpio.pin: GPIO17 is already used by actuators.pump.gpio.pin (line 6)"; code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("check-config on one pin twice: exit %d\n%s\nwant exit 1 and %s", code, out, want)
+	}
+}
+
 // systemd accepts the unit without a single warning (systemd-analyze exits
 // 0 even on unknown keys, so any output fails the test).
 func TestSystemdUnitVerifies(t *testing.T) {

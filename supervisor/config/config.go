@@ -44,7 +44,12 @@ func Default() *Config {
 type Config struct {
 	// Device names this robot; it is the MQTT topic level after the prefix
 	// (saga/v1/<device>) and part of the default client id. Required.
-	Device    string              `yaml:"device"`
+	Device string `yaml:"device"`
+	// Board is the computer the supervisor runs on, for checking the pins
+	// the file names (see Board): raspberry-pi (the default: any model),
+	// raspberry-pi-3, raspberry-pi-4, raspberry-pi-zero-2, raspberry-pi-5
+	// or generic.
+	Board     string              `yaml:"board"`
 	Journal   Journal             `yaml:"journal"`
 	Unwind    Unwind              `yaml:"unwind"`
 	Leases    Leases              `yaml:"leases"`

@@ -134,6 +134,9 @@ type decoder struct {
 	// claims maps a resource a driver section takes (a channel, a topic)
 	// to the path that took it first (Check.Claim).
 	claims map[string]string
+	// resources are the hardware the sections take (Resource), for
+	// checkClaims.
+	resources []claim
 	// noSecrets: read none of the files the config names (ParseLayout).
 	noSecrets bool
 }

@@ -38,6 +38,16 @@
 // that are not usable as MQTT topic levels, broker URLs paho cannot dial,
 // TLS settings for a plain broker, a password both inline and in a file.
 //
+// # Hardware
+//
+// board: names the computer (Board; a Raspberry Pi by default), and pins
+// are checked against it: GPIO9999 is refused, not found missing at
+// start-up. Each driver kind declares the hardware its actuators and
+// supplies take (Driver.Claims: Resource), the configuration its e-stop's
+// pin and its boards' serial ports; a pin, PWM channel, I2C address, serial
+// port or board channel taken twice is refused at the later key, naming
+// the earlier and its line.
+//
 // # Secrets
 //
 // password_file and reset_token_file are read at load (one line; the

@@ -42,6 +42,11 @@ type Driver struct {
 	// section, and may fill the section's defaults that depend on other
 	// settings. Optional.
 	Check func(c *Check)
+	// Claims lists the hardware one actuator of this driver takes for
+	// itself: its pins, channels, bus addresses (see Resource). It is
+	// called only when nothing was found wrong with the actuator's driver
+	// and section; two claims of one resource are refused. Optional.
+	Claims func(c *Check) []Resource
 
 	// Supply: the driver reads supplies.
 	Supply bool
@@ -51,6 +56,7 @@ type Driver struct {
 	// SupplySection and CheckSupply are Section and Check for supplies.
 	SupplySection func() any
 	CheckSupply   func(c *Check)
+	SupplyClaims  func(c *Check) []Resource
 }
 
 // registry holds the driver kinds by name, registered at init.
@@ -210,6 +216,15 @@ func (c *Check) Claim(resource, rel string) (by string, ok bool) {
 	return first, strings.HasPrefix(first, c.path+".")
 }
 
+// Warnf notes something allowed but discouraged at rel, for the daemon
+// to log at start-up (Config.Warnings).
+func (c *Check) Warnf(rel, format string, args ...any) {
+	c.d.warnf(c.Path(rel), format, args...)
+}
+
+// Board returns the board the configuration is for.
+func (c *Check) Board() Board { return c.Config.HostBoard() }
+
 // Owner returns the actuator or supply of a path Claim returned:
 // "actuators.elbow" of "actuators.elbow.mcu.channel".
 func Owner(path string) string {
@@ -235,9 +250,9 @@ func (d *decoder) checkDriver(c *Config, path, name string, a *Actuator, s *Supp
 		return
 	}
 	drv, _ := LookupDriver(driver)
-	key, check := drv.Name, drv.Check
+	key, check, claims := drv.Name, drv.Check, drv.Claims
 	if supply {
-		key, check = drv.SupplyKey, drv.CheckSupply
+		key, check, claims = drv.SupplyKey, drv.CheckSupply, drv.SupplyClaims
 	}
 	for _, k := range sortedKeys(written) {
 		if k == key {
@@ -264,16 +279,31 @@ func (d *decoder) checkDriver(c *Config, path, name string, a *Actuator, s *Supp
 		d.errorf(path+".driver", "driver: %s drives %s actuators, not a %s", driver, orList(kinds), a.Kind)
 		return
 	}
-	if check == nil {
-		return
-	}
 	chk := &Check{d: d, Config: c, Name: name, Actuator: a, Supply: s, path: path}
 	if supply {
 		chk.Section = s.Section
 	} else {
 		chk.Section = a.Section
 	}
-	check(chk)
+	if check != nil {
+		check(chk)
+	}
+	// A section that did not decode or check holds defaults where the file
+	// said something else: its claims would be conflicts of values never
+	// written.
+	if claims != nil && !d.refused(path) {
+		d.claim(path, claims(chk)...)
+	}
+}
+
+// refused reports whether an error was found at path or under it.
+func (d *decoder) refused(path string) bool {
+	for _, e := range d.errs {
+		if e.Path == path || strings.HasPrefix(e.Path, path+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // orList joins words as "a, b or c".

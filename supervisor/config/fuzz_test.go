@@ -15,6 +15,10 @@ import (
 func FuzzParse(f *testing.F) {
 	f.Add(config.DefaultYAML)
 	f.Add([]byte(minimal))
+	// Hardware taken twice and pins a board lacks (the drivers' claims).
+	f.Add([]byte("device: a\nboard: raspberry-pi-4\nestop: {driver: gpio, pin: \"17\"}\nsupplies:\n  s: {driver: ina219, i2c: {bus: I2C1}, min_volts: 1, max_volts: 2}\n" +
+		"actuators:\n  p: {kind: digital, driver: gpio, gpio: {pin: GPIO17}}\n  q: {kind: pwm, driver: pca9685, pca9685: {bus: \"1\", channel: 0}}\n" +
+		"  r: {kind: digital, driver: gpio, gpio: {pin: P1_3}}\n"))
 	for _, tc := range badConfigs {
 		f.Add([]byte(tc.yaml))
 	}

@@ -45,7 +45,41 @@ device: arm1
 journl: {dir: x} #!
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`unknown key "journl" (known keys: device, journal, unwind,`}},
+`, []string{`unknown key "journl" (known keys: device, board, journal, unwind,`}},
+	{"unknown board", `
+device: arm1
+board: raspberry-pi-6 #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`board: unknown board "raspberry-pi-6" (known: generic, raspberry-pi, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5, raspberry-pi-zero-2)`}},
+	{"e-stop on a pin the board lacks", `
+device: arm1
+estop:
+  driver: gpio
+  pin: GPIO99 #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`estop.pin: "GPIO99" is not on the 40-pin header of a Raspberry Pi (model not given)`}},
+	{"two boards on one serial port", `
+device: arm1
+mcus:
+  left:
+    port: /dev/ttyACM0
+  right:
+    port: /dev//ttyACM0 #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mcus.right.port: serial port /dev/ttyACM0 is already used by mcus.left.port (line 4)`}},
+	{"two boards by one USB id", `
+device: arm1
+mcus:
+  left:
+    usb: {vid: "2E8A", pid: "000a"}
+  right:
+    usb: {vid: "2e8a", pid: "000A"} #!
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`, []string{`mcus.right.usb: USB device 2e8a:000a serial number (none given) is already used by mcus.left.usb (line 4)`}},
 	{"unknown nested key", `
 device: arm1
 actuators:

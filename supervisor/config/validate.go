@@ -159,6 +159,7 @@ func (d *decoder) validate(c *Config) {
 			d.errorf("device", "%v", err)
 		}
 	}
+	d.checkBoard(c)
 	d.validateJournal(c.Journal)
 	d.validateUnwind(c.Unwind)
 	d.validateLeases(c.Leases)
@@ -176,7 +177,10 @@ func (d *decoder) validate(c *Config) {
 		d.validateActuator(c, name)
 	}
 	d.validateEStop(c.EStop)
+	d.claimEStop(c)
 	d.validateMCUs(c)
+	d.claimMCUs(c)
+	d.checkClaims()
 	d.validateApprovals(c)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.

@@ -38,7 +38,7 @@ actuators:
 	{"pca9685 address", `
 actuators:
   fan: {kind: pwm, driver: pca9685, pca9685: {addr: 0x3f, channel: 1}}
-`, []string{"actuators.fan.pca9685.addr: 0x3f is not a PCA9685 address (0x40..0x7f)"}},
+`, []string{"actuators.fan.pca9685.addr: 0x3f is not a PCA9685 address (0x40..0x77"}},
 	{"pca9685 frequency not achievable", `
 actuators:
   fan: {kind: pwm, driver: pca9685, pca9685: {channel: 1, frequency: 2000}}
@@ -51,7 +51,7 @@ actuators:
 actuators:
   a: {kind: pwm, driver: pca9685, pca9685: {channel: 3}}
   b: {kind: pwm, driver: pca9685, pca9685: {channel: 3}}
-`, []string{`actuators.b.pca9685.channel: channel 3 of pca9685 0x40 on bus "" is already actuators.a's`}},
+`, []string{`actuators.b.pca9685.channel: channel 3 of PCA9685 0x40 on I2C bus "" is already used by actuators.a.pca9685.channel (line 4)`}},
 	{"pca9685 one board two frequencies", `
 actuators:
   a: {kind: pwm, driver: pca9685, pca9685: {channel: 0, frequency: 50}}
@@ -62,7 +62,7 @@ supplies:
   battery: {driver: ina219, i2c: {bus: "1", addr: 0x40}, min_volts: 6, max_volts: 8}
 actuators:
   fan: {kind: pwm, driver: pca9685, pca9685: {bus: "1", channel: 0}}
-`, []string{`actuators.fan.pca9685.addr: address 0x40 on bus "1" is already supplies.battery's`}},
+`, []string{`actuators.fan.pca9685.addr: I2C address 0x40 on bus "1" is already used by supplies.battery.i2c.addr (line 4)`}},
 	{"pca9685 kind", `
 actuators:
   relay: {kind: digital, driver: pca9685, pca9685: {channel: 0}}
@@ -135,7 +135,7 @@ mcus:
 actuators:
   a: {kind: setpoint, driver: mcu, mcu: {board: pico, channel: 2}, min: 0, max: 1}
   b: {kind: setpoint, driver: mcu, mcu: {board: pico, channel: 2}, min: 0, max: 1}
-`, []string{"actuators.b.mcu.channel: channel 2 of pico is already actuators.a's"}},
+`, []string{"actuators.b.mcu.channel: channel 2 of mcus.pico is already used by actuators.a.mcu.channel (line 6)"}},
 	{"mcu unknown board", `
 actuators:
   a: {kind: setpoint, driver: mcu, mcu: {board: nano, channel: 2}, min: 0, max: 1}
@@ -146,7 +146,7 @@ supplies:
   b: {driver: ina226, i2c: {bus: "1", addr: 0x41}, min_volts: 11, max_volts: 13}
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`supplies.b.i2c.addr: address 0x41 on bus "1" is already supplies.a's`}},
+`, []string{`supplies.b.i2c.addr: I2C address 0x41 on bus "1" is already used by supplies.a.i2c.addr (line 4)`}},
 	{"i2c section on a sim supply", `
 supplies:
   a: {driver: sim, i2c: {addr: 0x41}, min_volts: 6, max_volts: 8}

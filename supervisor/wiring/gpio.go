@@ -4,6 +4,7 @@ package wiring
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	pgpio "periph.io/x/conn/v3/gpio"
@@ -19,7 +20,7 @@ func init() {
 	Register(Kind{
 		Config: config.Driver{Name: "gpio", Kinds: []actuators.Kind{actuators.Digital, actuators.Servo},
 			Section: func() any { return &GPIOActuator{PWM: "sysfs", Period: 20 * time.Millisecond} },
-			Check:   checkGPIO},
+			Check:   checkGPIO, Claims: gpioClaims},
 		OpenActuator: openGPIO,
 		OpenEStop:    openEStop,
 	})
@@ -32,7 +33,10 @@ func init() {
 // PWM on the pin itself (pwm: periph: Raspberry Pi 4 and older, as root).
 type GPIOActuator struct {
 	// Pin names the pin as periph does ("GPIO17"): a digital output's pin,
-	// or a servo's with pwm: periph.
+	// or a servo's with pwm: periph. With pwm: sysfs it is optional and
+	// only checked, never driven: the pin the PWM overlay routes the
+	// channel to, so that check-config can refuse it for another use and
+	// for a channel it cannot carry.
 	Pin string `yaml:"pin"`
 	// ActiveLow: 1 (on) drives the pin low, for relay boards that energise
 	// on low. Digital outputs only.
@@ -76,28 +80,44 @@ func checkGPIO(c *config.Check) {
 			}
 		}
 	}
+	b := c.Board()
 	if a.Kind == actuators.Digital {
 		only(actuators.Servo, "pwm", "chip", "channel", "sysfs_root", "min_pulse", "max_pulse", "min_angle", "max_angle", "period")
 		if g.Pin == "" {
 			c.Errorf("gpio.pin", "required: the output's pin, e.g. GPIO17")
+		} else {
+			checkPin(c, b, g.Pin)
 		}
 		return
 	}
 	only(actuators.Digital, "active_low", "inert_on")
 	switch g.PWM {
 	case "sysfs":
-		if c.Set("gpio.pin") {
-			c.Errorf("gpio.pin", "pwm: sysfs names a chip and channel, not a pin (or set pwm: periph)")
-		}
 		if !c.Set("gpio.channel") {
 			c.Errorf("gpio.channel", "required with pwm: sysfs: the channel M of pwmchipN/pwmM")
 		}
 		if g.Chip < 0 || g.Channel < 0 {
 			c.Errorf(first(c, "gpio.chip", "gpio.channel"), "must not be negative")
+		} else if c.Set("gpio.pin") && c.OK("gpio.pin") {
+			// Only pwmchip0 is the SoC's own PWM, whose pins the board
+			// knows; another chip's channel numbers say nothing of them.
+			ch := -1
+			if g.Chip == 0 {
+				ch = g.Channel
+			}
+			if p, ok := checkPin(c, b, g.Pin); ok {
+				if err := b.CheckPWMPin(p, ch); err != nil {
+					c.Errorf("gpio.pin", "%v", err)
+				}
+			}
 		}
 	case "periph":
 		if g.Pin == "" {
 			c.Errorf("gpio.pin", "required with pwm: periph: the servo's pin, e.g. GPIO18")
+		} else if err := b.CheckPeriphPWM(); err != nil {
+			c.Errorf("gpio.pwm", "%v", err)
+		} else {
+			checkPin(c, b, g.Pin)
 		}
 		for _, k := range []string{"chip", "channel", "sysfs_root"} {
 			if c.Set("gpio." + k) {
@@ -118,6 +138,40 @@ func checkGPIO(c *config.Check) {
 		}
 		return "", ""
 	})
+}
+
+// checkPin refuses a pin the board does not have, warns of one it
+// reserves, and returns the pin as periph will find it.
+func checkPin(c *config.Check, b config.Board, name string) (config.Pin, bool) {
+	p, err := b.Pin(name)
+	if err != nil {
+		c.Errorf("gpio.pin", "%v", err)
+		return p, false
+	}
+	if w := b.PinWarning(p); w != "" {
+		c.Warnf("gpio.pin", "%s", w)
+	}
+	return p, true
+}
+
+// gpioClaims: a digital output or a pwm: periph servo takes its pin; a
+// pwm: sysfs servo its channel of its chip, and the pin if it names one.
+func gpioClaims(c *config.Check) []config.Resource {
+	g := c.Section.(*GPIOActuator)
+	var rs []config.Resource
+	if c.Actuator.Kind == actuators.Servo && g.PWM == "sysfs" {
+		key := fmt.Sprintf("pwmchip%d/pwm%d", g.Chip, g.Channel)
+		if root := filepath.Clean(g.SysfsRoot); g.SysfsRoot != "" && root != gpio.DefaultSysfsRoot {
+			key = filepath.Join(root, key)
+		}
+		rs = append(rs, config.Resource{Key: key, Field: "gpio.channel"})
+	}
+	if g.Pin != "" {
+		if p, err := c.Board().Pin(g.Pin); err == nil {
+			rs = append(rs, config.Resource{Key: p.Name, Field: "gpio.pin"})
+		}
+	}
+	return rs
 }
 
 func openGPIO(_ *Env, _ string, a *config.Actuator) (actuators.Driver, error) {

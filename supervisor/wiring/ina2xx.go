@@ -19,7 +19,8 @@ func init() {
 	for _, name := range []string{"ina219", "ina226"} {
 		Register(Kind{
 			Config: config.Driver{Name: name, Supply: true, SupplyKey: "i2c",
-				SupplySection: func() any { return &I2CSupply{Addr: 0x40, ConversionCheck: true} }, CheckSupply: checkI2CSupply},
+				SupplySection: func() any { return &I2CSupply{Addr: 0x40, ConversionCheck: true} }, CheckSupply: checkI2CSupply,
+				SupplyClaims: i2cSupplyClaims},
 			OpenSupply: openPowerMonitor,
 		})
 	}
@@ -31,8 +32,8 @@ type I2CSupply struct {
 	// Bus is the I2C bus as periph names it: "1" for /dev/i2c-1 on a
 	// Raspberry Pi, or "" for the first bus found.
 	Bus string `yaml:"bus"`
-	// Addr is the chip's 7-bit address (default 0x40, the address with
-	// both address pins grounded).
+	// Addr is the chip's 7-bit address, 0x40..0x4f (default 0x40, the
+	// address with both address pins grounded).
 	Addr int `yaml:"addr"`
 	// ShuntOhms is the shunt resistor, for the current reading (0: none).
 	ShuntOhms float64 `yaml:"shunt_ohms"`
@@ -52,34 +53,20 @@ func checkI2CSupply(c *config.Check) {
 	}
 	s := c.Section.(*I2CSupply)
 	switch {
-	case s.Addr < 0x03 || s.Addr > 0x77:
-		c.Errorf("i2c.addr", "0x%x is not a 7-bit device address (0x03..0x77)", s.Addr)
+	case s.Addr < 0x40 || s.Addr > 0x4f:
+		// A0 and A1, each tied to GND, VS, SDA or SCL, give sixteen.
+		c.Errorf("i2c.addr", "%#02x is not an %s address (0x40..0x4f)", s.Addr, strings.ToUpper(c.Supply.Driver))
 	case s.ShuntOhms < 0:
 		c.Errorf("i2c.shunt_ohms", "must not be negative (0: no current reading)")
 	case s.Averages < 0:
 		c.Errorf("i2c.averages", "must not be negative (0: the chip default)")
-	default:
-		claimI2C(c, "i2c", s.Bus, s.Addr, "")
 	}
 }
 
-// claimI2C refuses two chips at one address of one bus. Actuators of one
-// PCA9685 board share its address: share names the driver whose sections
-// may (pca9685), "" none.
-func claimI2C(c *config.Check, key, bus string, addr int, share string) {
-	by, ok := c.Claim(fmt.Sprintf("i2c bus %q address %#02x", bus, addr), key+".addr")
-	if ok || share != "" && driverOf(c.Config, config.Owner(by)) == share && c.Actuator != nil && c.Actuator.Driver == share {
-		return
-	}
-	c.Errorf(key+".addr", "address %#02x on bus %q is already %s's", addr, bus, config.Owner(by))
-}
-
-// driverOf returns the driver of "actuators.<name>" or "supplies.<name>".
-func driverOf(cfg *config.Config, owner string) string {
-	if name, ok := strings.CutPrefix(owner, "actuators."); ok {
-		return cfg.Actuators[name].Driver
-	}
-	return cfg.Supplies[strings.TrimPrefix(owner, "supplies.")].Driver
+// i2cSupplyClaims: the chip's address on its bus.
+func i2cSupplyClaims(c *config.Check) []config.Resource {
+	s := c.Section.(*I2CSupply)
+	return config.I2CClaims(c.Board(), "i2c", s.Bus, s.Addr, "")
 }
 
 // openPowerMonitor opens an INA219 or INA226 on its I2C bus.

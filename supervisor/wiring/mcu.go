@@ -18,7 +18,7 @@ import (
 func init() {
 	all := []actuators.Kind{actuators.Servo, actuators.PWM, actuators.Digital, actuators.Setpoint, actuators.Pulse}
 	Register(Kind{
-		Config: config.Driver{Name: "mcu", Kinds: all, Section: func() any { return &MCUActuator{} }, Check: checkMCUActuator,
+		Config: config.Driver{Name: "mcu", Kinds: all, Section: func() any { return &MCUActuator{} }, Check: checkMCUActuator, Claims: mcuClaims,
 			Supply: true, SupplySection: func() any { return &MCUSupply{} }, CheckSupply: checkMCUSupply},
 		OpenActuator: openMCUActuator,
 		OpenSupply:   openMCUSupply,
@@ -57,14 +57,17 @@ func checkMCUActuator(c *config.Check) {
 		c.Errorf("mcu.channel", "required: the MCU's channel number")
 	case m.Channel < 0 || m.Channel > 255:
 		c.Errorf("mcu.channel", "%d is not a channel number (0..255)", m.Channel)
-	default:
-		if by, ok := c.Claim(fmt.Sprintf("mcu %s channel %d", m.Board, m.Channel), "mcu.channel"); !ok {
-			c.Errorf("mcu.channel", "channel %d of %s is already %s's", m.Channel, m.Board, config.Owner(by))
-		}
 	}
 	if m.Tolerance < 0 {
 		c.Errorf("mcu.tolerance", "must not be negative")
 	}
+}
+
+// mcuClaims: a channel of the board. The board's serial port is the
+// board's own (mcus:), which all its channels share.
+func mcuClaims(c *config.Check) []config.Resource {
+	m := c.Section.(*MCUActuator)
+	return []config.Resource{{Key: fmt.Sprintf("channel %d of mcus.%s", m.Channel, m.Board), Field: "mcu.channel"}}
 }
 
 func checkMCUSupply(c *config.Check) {

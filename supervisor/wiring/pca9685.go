@@ -20,7 +20,7 @@ func init() {
 			Section: func() any {
 				return &PCA9685{Addr: pca9685.DefaultAddr, Frequency: pca9685.DefaultFrequency, OscillatorHz: pca9685.DefaultOscillatorHz}
 			},
-			Check: checkPCA9685},
+			Check: checkPCA9685, Claims: pca9685Claims},
 		OpenActuator: openPCA9685,
 	})
 }
@@ -33,7 +33,8 @@ type PCA9685 struct {
 	// Bus is the I2C bus as periph names it: "1" for /dev/i2c-1 on a
 	// Raspberry Pi, or "" for the first bus found.
 	Bus string `yaml:"bus"`
-	// Addr is the board's 7-bit address, 0x40..0x7f (default 0x40).
+	// Addr is the board's 7-bit address, 0x40..0x77 (default 0x40; the
+	// jumpers reach 0x7f, but I2C reserves 0x78..0x7f).
 	Addr int `yaml:"addr"`
 	// Channel is the output, 0..15; required, one actuator per channel.
 	Channel int `yaml:"channel"`
@@ -61,7 +62,9 @@ func (p *PCA9685) calibration() pca9685.ServoCalibration {
 }
 
 // board names the board a section is on.
-func (p *PCA9685) board() string { return fmt.Sprintf("pca9685 %#02x on bus %q", p.Addr, p.Bus) }
+func (p *PCA9685) board() string {
+	return fmt.Sprintf("pca9685 %#02x on bus %q", p.Addr, config.I2CBus(p.Bus))
+}
 
 func checkPCA9685(c *config.Check) {
 	if !c.OK("pca9685", "kind") {
@@ -75,8 +78,8 @@ func checkPCA9685(c *config.Check) {
 	switch {
 	case !c.OK("pca9685.addr", "pca9685.channel", "pca9685.frequency", "pca9685.oscillator_hz"):
 		return
-	case p.Addr < 0x40 || p.Addr > 0x7f:
-		c.Errorf("pca9685.addr", "%#02x is not a PCA9685 address (0x40..0x7f)", p.Addr)
+	case p.Addr < 0x40 || p.Addr > maxPCA9685Addr:
+		c.Errorf("pca9685.addr", "%#02x is not a PCA9685 address (0x40..0x77: the jumpers reach 0x7f, but I2C reserves 0x78..0x7f)", p.Addr)
 		return
 	case !c.Set("pca9685.channel"):
 		c.Errorf("pca9685.channel", "required: the board's output, 0..15")
@@ -89,10 +92,6 @@ func checkPCA9685(c *config.Check) {
 		c.Errorf(first(c, "pca9685.frequency", "pca9685.oscillator_hz"), "%s", strings.TrimPrefix(err.Error(), pca9685.ErrConfig.Error()+": "))
 		return
 	}
-	if by, ok := c.Claim(fmt.Sprintf("%s channel %d", p.board(), p.Channel), "pca9685.channel"); !ok {
-		c.Errorf("pca9685.channel", "channel %d of %s is already %s's", p.Channel, p.board(), config.Owner(by))
-	}
-	claimI2C(c, "pca9685", p.Bus, p.Addr, "pca9685")
 	// The board's first actuator sets its frequency and clock; the others
 	// must agree, since the board has one of each.
 	if by, _ := c.Claim(p.board(), "pca9685.frequency"); by != "" {
@@ -121,6 +120,19 @@ func checkPCA9685(c *config.Check) {
 		}
 		return "", ""
 	})
+}
+
+// maxPCA9685Addr is the highest address a PCA9685 may be given: its
+// jumpers reach 0x7f, but 0x78..0x7f are I2C's reserved addresses.
+const maxPCA9685Addr = 0x77
+
+// pca9685Claims: a channel of one board, and the board's address on its
+// bus, which every actuator on that board shares.
+func pca9685Claims(c *config.Check) []config.Resource {
+	p := c.Section.(*PCA9685)
+	board := fmt.Sprintf("PCA9685 %#02x on I2C bus %q", p.Addr, config.I2CBus(p.Bus))
+	return append([]config.Resource{{Key: fmt.Sprintf("channel %d of %s", p.Channel, board), Field: "pca9685.channel"}},
+		config.I2CClaims(c.Board(), "pca9685", p.Bus, p.Addr, board)...)
 }
 
 func openPCA9685(e *Env, _ string, a *config.Actuator) (actuators.Driver, error) {
