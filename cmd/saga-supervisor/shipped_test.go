@@ -413,7 +413,7 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{1, "configs/saga-supervisor.service", "User=saga", "User=root", "want an unprivileged user"},
 		{1, "configs/raspberry-pi.yaml", "pwm: sysfs           # GPIO19\n      chip: 0\n      channel: 1", "pwm: periph\n      pin: GPIO19", "needs root"},
 		{2, "docs/HARDWARE.md", "(see configs/raspberry-pi.yaml)", "(see configs/raspberrypi.yaml)", "names configs/raspberrypi.yaml, which does not exist"},
-		{2, "docs/SECURITY.md", "configs/mosquitto.{conf,acl}", "configs/mosquitto.{conf,acls}", "names configs/mosquitto.acls"},
+		{2, "docs/API.md", "(configs/mosquitto.acl)", "(configs/mosquitto.{acl,acls})", "names configs/mosquitto.acls"},
 		{3, "docs/HARDWARE.md", "      active_low: true     # the module", "      active_lo: true      # the module", "does not check clean"},
 		{3, "docs/HARDWARE.md", "  pin: GPIO27\n  active_high: true ", "  pin: GPIO27\n  active_high: yes-please ", "does not check clean"},
 		{4, "configs/saga-supervisor.service", "ExecStart=/usr/local/bin/saga-supervisor", "ExecStart=/usr/bin/saga-supervisor", "installs the binary as /usr/local/bin/saga-supervisor; the unit runs /usr/bin/saga-supervisor"},
