@@ -62,10 +62,10 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	if err != nil {
 		return cli.Exit(1, "%v", err)
 	}
-	if err := os.WriteFile(acl, []byte(pol.MosquittoACL()), 0o600); err != nil {
+	if err := os.WriteFile(acl, []byte(generatedFrom(*cfgPath)+pol.MosquittoACL()), 0o600); err != nil {
 		return err
 	}
-	conf := brokerauth.MosquittoConf(cfg, passwd, acl, *listen, *tlsPort, *tlsCert, *tlsKey)
+	conf := generatedFrom(*cfgPath) + brokerauth.MosquittoConf(cfg, passwd, acl, *listen, *tlsPort, *tlsCert, *tlsKey)
 	if err := os.WriteFile(filepath.Join(dir, "mosquitto.conf"), []byte(conf), 0o600); err != nil {
 		return err
 	}
@@ -80,4 +80,14 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "    broker: tcp://%s   (instead of embedded)\n", *listen)
 	}
 	return nil
+}
+
+// generatedFrom is the first line of the ACL and the conf: the config they
+// were written from, as given on the command line, so that a copy found
+// later (configs/mosquitto.acl) names the file it must agree with.
+func generatedFrom(cfgPath string) string {
+	if cfgPath == "" {
+		return "# Written by saga-supervisor mosquitto-config from the embedded default config: do not edit.\n"
+	}
+	return "# Written by saga-supervisor mosquitto-config --config " + cfgPath + ": edit that file and run it again, not this one.\n"
 }

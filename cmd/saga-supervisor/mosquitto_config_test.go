@@ -30,8 +30,8 @@ func TestShippedMosquittoFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"../../configs/mosquitto.acl": brokerauth.Policy(cfg).MosquittoACL(),
-		"../../configs/mosquitto.conf": brokerauth.MosquittoConf(cfg, filepath.Join(shippedMosquittoDir, "passwd"),
+		"../../configs/mosquitto.acl": generatedFrom("configs/raspberry-pi.yaml") + brokerauth.Policy(cfg).MosquittoACL(),
+		"../../configs/mosquitto.conf": generatedFrom("configs/raspberry-pi.yaml") + brokerauth.MosquittoConf(cfg, filepath.Join(shippedMosquittoDir, "passwd"),
 			filepath.Join(shippedMosquittoDir, "saga.acl"), "127.0.0.1:1883", 0, "", ""),
 	}
 	for path, text := range want {

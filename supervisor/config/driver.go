@@ -202,6 +202,12 @@ func (c *Check) Errorf(rel, format string, args ...any) {
 	c.d.errorf(c.Path(rel), format, args...)
 }
 
+// Warnf records something allowed but discouraged at rel: check-config
+// and the daemon's start-up print it, and the configuration stays valid.
+func (c *Check) Warnf(rel, format string, args ...any) {
+	c.d.warnf(c.Path(rel), format, args...)
+}
+
 // Claim takes a resource — a board's channel, a bus address, a topic — for
 // the key rel of this actuator or supply, and reports who had it first: ok
 // is false when another actuator or supply claimed it, and by is that

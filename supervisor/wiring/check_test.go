@@ -245,3 +245,35 @@ func TestKindNotBuilt(t *testing.T) {
 		t.Errorf("OpenActuator of an unknown kind: %v", err)
 	}
 }
+
+// A servo on periph's PWM is valid but warned about, at its pwm key: it
+// needs root (/dev/mem), which the shipped unit never has; sysfs PWM is not.
+func TestPeriphPWMWarns(t *testing.T) {
+	servo := func(pwm string) string {
+		return head + `
+actuators:
+  pan:
+    kind: servo
+    driver: gpio
+    gpio: {` + pwm + `, min_pulse: 500us, max_pulse: 2500us, min_angle: -90, max_angle: 90}
+    min: -80
+    max: 80
+`
+	}
+	c, err := config.Parse([]byte(servo("pwm: periph, pin: GPIO18")), "pi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "pi.yaml:8:17:") || !strings.Contains(w[0], "actuators.pan.gpio.pwm") ||
+		!strings.Contains(w[0], "needs root") || !strings.Contains(w[0], "use pwm: sysfs") {
+		t.Errorf("warnings for pwm: periph: %q", w)
+	}
+	c, err = config.Parse([]byte(servo("pwm: sysfs, channel: 0")), "pi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("warnings for pwm: sysfs: %q", w)
+	}
+}

@@ -124,6 +124,12 @@ func checkGPIO(c *config.Check) {
 				c.Errorf("gpio."+k, "applies to pwm: sysfs only")
 			}
 		}
+		// periph's PWM maps the SoC's PWM, clock and DMA registers through
+		// /dev/mem: only root can, and the shipped unit (User=saga, no
+		// capabilities, no /dev/mem in DeviceAllow=) never can. It is not
+		// refused, since it works when run as root on a Pi 4 or older; the
+		// failure would otherwise come only at the servo's first command.
+		c.Warnf("gpio.pwm", "pwm: periph needs root (/dev/mem) and a Raspberry Pi 4 or older; under configs/saga-supervisor.service (User=saga) every command to this servo fails: use pwm: sysfs (docs/HARDWARE.md)")
 	default:
 		c.Errorf("gpio.pwm", "unknown %.20q (sysfs or periph)", g.PWM)
 	}
