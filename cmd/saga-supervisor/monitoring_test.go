@@ -55,6 +55,62 @@ func TestMonitoringRules(t *testing.T) {
 	}
 }
 
+// TestMonitoringRunbooks checks every alert has what an operator's pager
+// needs: a severity, a summary, a description and a runbook link to a
+// heading of docs/MONITORING.md that exists.
+func TestMonitoringRunbooks(t *testing.T) {
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	doc, err := os.ReadFile("../../docs/MONITORING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if h, ok := strings.CutPrefix(line, "### "); ok {
+			anchors[strings.ToLower(h)] = true
+		}
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
+				t.Errorf("%s: severity %q, want critical, warning or info", r.Alert, r.Labels["severity"])
+			}
+			for _, a := range []string{"summary", "description"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s: no %s", r.Alert, a)
+				}
+			}
+			rb, ok := strings.CutPrefix(r.Annotations["runbook"], "docs/MONITORING.md#")
+			if !ok || !anchors[rb] || rb != strings.ToLower(r.Alert) {
+				t.Errorf("%s: runbook %q, want docs/MONITORING.md#%s and a heading \"### %s\" there", r.Alert, r.Annotations["runbook"], strings.ToLower(r.Alert), r.Alert)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s: no alerts", rulesFile)
+	}
+}
+
 // TestMonitoringNamesExist starts the binary as a robot with a simulated
 // supply and servo and a simulated microcontroller board on a serial
 // cable (a socat pty pair), runs a saga with a refusal and an unwind, and
