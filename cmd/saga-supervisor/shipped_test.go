@@ -411,7 +411,7 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{1, "configs/saga-supervisor.service", "SupplementaryGroups=gpio dialout i2c", "SupplementaryGroups=gpio dialout", "lack i2c"},
 		{1, "configs/saga-supervisor.service", "DeviceAllow=char-ttyACM rw\n", "", "lacks DeviceAllow=char-ttyACM"},
 		{1, "configs/saga-supervisor.service", "User=saga", "User=root", "want an unprivileged user"},
-		{1, "configs/raspberry-pi.yaml", "pwm: sysfs           # GPIO19\n      chip: 0\n      channel: 1", "pwm: periph\n      pin: GPIO19", "needs root"},
+		{1, "configs/raspberry-pi.yaml", "pwm: sysfs\n      chip: 0\n      channel: 1\n      pin: GPIO19", "pwm: periph\n      pin: GPIO19", "needs root"},
 		{2, "docs/HARDWARE.md", "(see configs/raspberry-pi.yaml)", "(see configs/raspberrypi.yaml)", "names configs/raspberrypi.yaml, which does not exist"},
 		{2, "docs/API.md", "(configs/mosquitto.acl)", "(configs/mosquitto.{acl,acls})", "names configs/mosquitto.acls"},
 		{3, "docs/HARDWARE.md", "      active_low: true     # the module", "      active_lo: true      # the module", "does not check clean"},

@@ -222,12 +222,6 @@ func (c *Check) Claim(resource, rel string) (by string, ok bool) {
 	return first, strings.HasPrefix(first, c.path+".")
 }
 
-// Warnf notes something allowed but discouraged at rel, for the daemon
-// to log at start-up (Config.Warnings).
-func (c *Check) Warnf(rel, format string, args ...any) {
-	c.d.warnf(c.Path(rel), format, args...)
-}
-
 // Board returns the board the configuration is for.
 func (c *Check) Board() Board { return c.Config.HostBoard() }
 
