@@ -2,10 +2,20 @@
 GO      ?= go
 BIN     ?= bin/saga-supervisor
 PKG     := ./cmd/saga-supervisor
-LDFLAGS := -s -w
 FUZZTIME ?= 10s
 
-.PHONY: build test lint fuzz check bench cross clean hil soak
+# What internal/buildinfo reports (`saga-supervisor version`, /metrics'
+# saga_supervisor_build_info), from git. DATE is the commit's time, not the
+# build's, so one commit builds to the same bytes. Outside a git checkout:
+# dev, unknown.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    ?= $(shell TZ=UTC0 git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || echo unknown)
+EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
+LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
+
+.PHONY: build test lint fuzz check bench cross clean hil soak install install-files deb deb-test
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -14,7 +24,7 @@ build:
 # suite, every fuzz target for a bounded time, the model check to its full
 # bound, and the hardware-in-the-loop scenarios on simulated boards.
 test: lint
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /hil-tests)
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
 	$(MAKE) fuzz
 	$(MAKE) check
 	$(MAKE) hil
@@ -67,5 +77,75 @@ SOAK_SEED ?=
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./hil-tests/
 
+# install puts the binary, the systemd unit, the udev rules, the sysusers.d
+# and tmpfiles.d entries and the default config (never over an existing one)
+# under DESTDIR and PREFIX; the unit's ExecStart follows BINDIR. Run as root
+# with no DESTDIR it also creates the saga user and groups and the state
+# directory, and reloads systemd and udev: then `systemctl enable --now
+# saga-supervisor`. The .deb is the same files with PREFIX=/usr.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       ?= $(PREFIX)/bin
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+UDEVRULESDIR ?= $(PREFIX)/lib/udev/rules.d
+SYSUSERSDIR  ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR  ?= $(PREFIX)/lib/tmpfiles.d
+DOCDIR       ?= $(PREFIX)/share/doc/saga-supervisor
+CONFIG       := $(DESTDIR)/etc/saga-supervisor/config.yaml
+
+install: build
+	@$(MAKE) --no-print-directory install-files
+
+install-files:
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/saga-supervisor
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/saga-supervisor|$(BINDIR)/saga-supervisor|g' configs/saga-supervisor.service > $(DESTDIR)$(UNITDIR)/saga-supervisor.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/saga-supervisor.service
+	install -D -m 0644 configs/99-saga-supervisor.rules $(DESTDIR)$(UDEVRULESDIR)/99-saga-supervisor.rules
+	install -D -m 0644 packaging/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/saga-supervisor.conf
+	install -D -m 0644 packaging/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/saga-supervisor.conf
+	install -D -m 0644 configs/raspberry-pi.yaml $(DESTDIR)$(DOCDIR)/examples/raspberry-pi.yaml
+	install -d -m 0755 $(DESTDIR)/etc/saga-supervisor
+	@if [ -e $(CONFIG) ]; then echo "kept the existing $(CONFIG) (the default is configs/default.yaml)"; \
+	else echo "install -m 0640 configs/default.yaml $(CONFIG)"; install -m 0640 configs/default.yaml $(CONFIG); fi
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		set -x; systemd-sysusers $(SYSUSERSDIR)/saga-supervisor.conf && \
+		systemd-tmpfiles --create $(TMPFILESDIR)/saga-supervisor.conf && \
+		{ ! [ -d /run/systemd/system ] || systemctl daemon-reload; } && \
+		{ ! [ -d /run/udev ] || { udevadm control --reload-rules && \
+			udevadm trigger --action=add --subsystem-match=gpio --subsystem-match=i2c-dev --subsystem-match=tty --subsystem-match=pwm; }; }; \
+	fi
+
+# deb builds .deb packages for DEB_ARCHES into DIST with nfpm
+# (packaging/nfpm.yaml), run at a pinned version through `go run` so that it
+# is no dependency of the module. deb-test builds them and inspects them
+# (packaging/deb_test.go); CI runs it after test.
+DIST         ?= dist
+DEB_ARCHES   ?= amd64 arm64 armhf
+NFPM_VERSION := v2.48.0
+NFPM         ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+DEB_VERSION  ?= $(shell sh packaging/debversion.sh '$(VERSION)' '$(EPOCH)')
+goenv.amd64  := GOARCH=amd64
+goenv.arm64  := GOARCH=arm64
+goenv.armhf  := GOARCH=arm GOARM=7
+
+deb: $(addprefix deb-,$(DEB_ARCHES))
+
+deb-%:
+	@test -n '$(goenv.$*)' || { echo "deb-$*: no such architecture (DEB_ARCHES: amd64 arm64 armhf)"; exit 2; }
+	rm -rf $(DIST)/stage/$* $(DIST)/saga-supervisor_$(DEB_VERSION)_$*.deb
+	GOOS=linux $(goenv.$*) $(MAKE) --no-print-directory build BIN=$(DIST)/build/$*/saga-supervisor VERSION=$(VERSION) COMMIT=$(COMMIT) DATE=$(DATE)
+	$(MAKE) --no-print-directory install-files BIN=$(DIST)/build/$*/saga-supervisor DESTDIR=$(abspath $(DIST))/stage/$* PREFIX=/usr
+	DEB_ARCH=$* DEB_VERSION=$(DEB_VERSION) STAGE=$(abspath $(DIST))/stage/$* SOURCE_DATE_EPOCH=$(EPOCH) \
+		$(NFPM) package --config packaging/nfpm.yaml --packager deb --target $(DIST)/saga-supervisor_$(DEB_VERSION)_$*.deb
+
+deb-test:
+	$(GO) test -count=1 -v -timeout 15m ./packaging/
+
+# print-VAR prints a variable as this Makefile computes it (the package
+# test reads DEB_VERSION and VERSION this way).
+print-%:
+	@echo '$($*)'
+
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST)

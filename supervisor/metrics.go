@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
@@ -151,7 +153,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 
 	for _, c := range []prometheus.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
-		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state} {
+		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo()} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return nil, err
@@ -169,6 +171,19 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// buildInfo is saga_supervisor_build_info: 1, labelled with what
+// `saga-supervisor version` prints, so a dashboard can tell which build
+// runs where (the convention of prometheus_build_info and its kin).
+func buildInfo() prometheus.Collector {
+	in := buildinfo.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "saga_supervisor_build_info",
+		Help: "Always 1; its labels name the running build: version, revision (commit), date (the commit's), goversion, goarch.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Commit, "date": in.Date,
+			"goversion": in.GoVersion, "goarch": runtime.GOARCH},
+	}, func() float64 { return 1 })
 }
 
 // journalStats registers the journal's disk and checkpoint gauges, read

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -168,6 +170,27 @@ func TestMetricsFollowCommands(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// /metrics names the running build: one saga_supervisor_build_info series,
+// value 1, whose labels are what `saga-supervisor version` reports.
+func TestMetricsBuildInfo(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir())
+	srv := httptest.NewServer(sup.HTTPHandler())
+	defer srv.Close()
+
+	in := buildinfo.Get()
+	want := fmt.Sprintf(`saga_supervisor_build_info{date=%q,goarch=%q,goversion=%q,revision=%q,version=%q}`,
+		in.Date, runtime.GOARCH, in.GoVersion, in.Commit, in.Version)
+	var found []string
+	for series, v := range scrape(t, srv) {
+		if strings.HasPrefix(series, "saga_supervisor_build_info") {
+			found = append(found, fmt.Sprintf("%s %v", series, v))
+		}
+	}
+	if len(found) != 1 || found[0] != want+" 1" {
+		t.Fatalf("build info series %q, want exactly %q", found, want+" 1")
 	}
 }
 

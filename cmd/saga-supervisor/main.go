@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
@@ -17,9 +19,6 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/prove"
 	journalreplay "github.com/saga-supervisor/saga-supervisor/internal/replay"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 type command struct {
 	name, args, help string
@@ -47,11 +46,32 @@ func init() {
 		{name: "replay", args: "--wal DIR [--config FILE]", help: "replay a journal's commands through the gate and limits of a config (--from/--to, --json, --expect/--write-expect FILE); exit 0 same, 1 differs, 2 bad input", run: journalreplay.Run},
 		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
 		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor (--mqtt: the MQTT front door; --rss: the daemon's resident memory; --journal: restart-to-ready with checkpoints, junk's journal bytes per hour)", run: bench.Run},
-		{name: "version", help: "print the version", run: func(_ []string, w io.Writer) error { fmt.Fprintln(w, version); return nil }},
+		{name: "version", args: "[--json]", help: "print the version, commit, commit date and Go version this binary was built with", run: runVersion},
 		{name: "demo-child", hidden: true, run: demo.Child},
 		{name: "demo-controller", hidden: true, run: demo.Controller},
 	}
 	commands = append(commands, hardwareCommands...)
+}
+
+// runVersion prints what internal/buildinfo knows of this binary: set by
+// the Makefile's -ldflags, or read from the Go toolchain's stamp.
+func runVersion(args []string, w io.Writer) error {
+	fs := cli.NewFlags("version")
+	asJSON := fs.Bool("json", false, "print a JSON object (version, commit, date, go, platform)")
+	if err := fs.Parse(args); err != nil {
+		return cli.Exit(2, "%v", err)
+	}
+	if fs.NArg() > 0 {
+		return cli.Exit(2, "unexpected argument %q", fs.Arg(0))
+	}
+	in := buildinfo.Get()
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	_, err := io.WriteString(w, in.String())
+	return err
 }
 
 func usage(w io.Writer) {

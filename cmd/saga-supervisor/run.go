@@ -18,6 +18,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/logging"
 	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
@@ -62,7 +63,7 @@ func runRun(args []string, w io.Writer) error {
 	for _, warn := range cfg.Warnings() {
 		lg.Warn("config: " + warn)
 	}
-	lg.Info("starting", "version", version, "config", source, "device", cfg.Device)
+	lg.Info("starting", "version", buildinfo.Get().Version, "config", source, "device", cfg.Device)
 
 	// Start-up (crash recovery) is extended past TimeoutStartSec while it
 	// makes progress, and only then.
@@ -76,7 +77,7 @@ func runRun(args []string, w io.Writer) error {
 	defer d.Close()
 
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
-	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", version, source, cfg.Device)
+	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", buildinfo.Get().Version, source, cfg.Device)
 	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, d.BrokerURL, map[bool]string{true: " (in-process broker)"}[d.Broker != nil])
 	if addr := d.HTTPAddr(); addr != "" {
 		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", addr)
