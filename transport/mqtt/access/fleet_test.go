@@ -21,7 +21,7 @@ func TestFleetAndHomeAssistantRules(t *testing.T) {
 	}
 	disc := "homeassistant/button/arm1/halt/config"
 	for _, c := range []struct {
-		user, topic string
+		user, topic  string
 		retain, want bool
 	}{
 		{sup, base + "summary", true, true},
