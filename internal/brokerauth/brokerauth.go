@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
@@ -53,7 +54,7 @@ func Policy(cfg *config.Config) *access.Policy {
 		p.Viewers = slices.Clone(f.Viewers)
 	}
 	if h := cfg.MQTT.HomeAssistant; h.Enabled {
-		p.HomeAssistant = &access.HomeAssistant{DiscoveryPrefix: h.DiscoveryPrefix, User: h.User}
+		p.HomeAssistant = &access.HomeAssistant{DiscoveryPrefix: h.DiscoveryPrefix, NodeID: homeassistant.NodeID(cfg.Device), User: h.User}
 	}
 	return p
 }

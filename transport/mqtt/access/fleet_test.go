@@ -10,7 +10,7 @@ func fleetPolicy() *Policy {
 	p.Agents = append(p.Agents, "homeassistant")
 	p.Summary = true
 	p.Viewers = []string{"fleet"}
-	p.HomeAssistant = &HomeAssistant{DiscoveryPrefix: "homeassistant", User: "homeassistant"}
+	p.HomeAssistant = &HomeAssistant{DiscoveryPrefix: "homeassistant", NodeID: "arm1", User: "homeassistant"}
 	return p
 }
 

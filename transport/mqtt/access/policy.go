@@ -56,12 +56,13 @@ type Policy struct {
 // agent, so its halt button may write its own e-stop topic — reads them.
 type HomeAssistant struct {
 	DiscoveryPrefix string
+	NodeID          string // the device's node_id level (internal/homeassistant.NodeID)
 	User            string
 }
 
-// DiscoveryFilter matches every discovery config of t's device.
-func (h *HomeAssistant) DiscoveryFilter(t mqtt.Topics) string {
-	return h.DiscoveryPrefix + "/+/" + t.Device + "/+/config"
+// DiscoveryFilter matches every discovery config of the device.
+func (h *HomeAssistant) DiscoveryFilter(mqtt.Topics) string {
+	return h.DiscoveryPrefix + "/+/" + h.NodeID + "/+/config"
 }
 
 // Errors of Connect; the error returned wraps one of them.
@@ -152,8 +153,8 @@ func (p *Policy) Validate() error {
 		if was, ok := seen[h.User]; ok && was != "an agent" {
 			return fmt.Errorf("access policy: home assistant user %q is also %s", h.User, was)
 		}
-		if err := validTopic(h.DiscoveryPrefix); err != nil {
-			return fmt.Errorf("access policy: home assistant discovery prefix: %w", err)
+		if err := validTopic(h.DiscoveryPrefix + "/" + h.NodeID); err != nil {
+			return fmt.Errorf("access policy: home assistant discovery prefix or node id: %w", err)
 		}
 	}
 	return nil
