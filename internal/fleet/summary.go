@@ -64,8 +64,10 @@ func Encode(s Summary) []byte {
 	if len(s.Supplies) > 0 {
 		sup := make(map[string]float64, len(s.Supplies))
 		for k, v := range s.Supplies {
-			if !math.IsNaN(v) && !math.IsInf(v, 0) {
-				sup[k] = math.Round(v*100) / 100
+			if r := math.Round(v*100) / 100; !math.IsNaN(r) && !math.IsInf(r, 0) {
+				sup[k] = r
+			} else if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				sup[k] = v // too large to scale: as it is
 			}
 		}
 		s.Supplies = sup
@@ -113,6 +115,8 @@ func Decode(b []byte) (Summary, error) {
 		return Summary{}, bad("summary device %q: %v", truncate(s.Device, 64), api.ValidName(s.Device))
 	case s.At.IsZero():
 		return Summary{}, bad("summary without a time (at)")
+	case s.At.UTC().Year() < 1 || s.At.UTC().Year() > 9999:
+		return Summary{}, bad("summary time (at) outside years 1..9999 in UTC")
 	case s.OpenSagas < 0:
 		return Summary{}, bad("summary with %d open sagas", s.OpenSagas)
 	case len(s.HaltReason) > maxReasonBytes || len(s.Version) > 64 || len(s.Hash) > 64:
