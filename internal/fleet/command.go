@@ -177,4 +177,3 @@ func isTerminal(w io.Writer) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
-
