@@ -3,8 +3,9 @@
 // <prefix>/<device>/summary (Publisher), and `saga-supervisor fleet`
 // subscribes to <prefix>/+/summary and <prefix>/+/status (the status
 // topic carries each daemon's offline will) and shows every device at a
-// glance (View, Run). Distribution is the broker's business — mosquitto
-// bridges or a clustered broker — nothing here talks to another daemon.
+// glance (View; the command is package fleetcmd). Distribution is the
+// broker's business — mosquitto bridges or a clustered broker — nothing
+// here talks to another daemon.
 //
 // The summary, version 1 (field v):
 //

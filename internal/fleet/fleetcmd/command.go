@@ -1,4 +1,8 @@
-package fleet
+// Package fleetcmd is `saga-supervisor fleet`: package fleet's view of
+// every supervisor on a broker, on a terminal or as JSON. It is apart from
+// package fleet because it connects the way ctl does (ctl.Conn), and the
+// daemon, which publishes the summary, must not import ctl.
+package fleetcmd
 
 import (
 	"context"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
+	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -63,7 +68,7 @@ func Run(args []string, w io.Writer) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	topics := mqtt.Topics{Prefix: opt.Prefix, Device: "x"}
-	view := NewView(opt.Prefix)
+	view := fleet.NewView(opt.Prefix)
 	got := make(chan struct{}, 1)
 	subscribed := make(chan error, 1)
 	handle := func(f func(string, []byte)) paho.MessageHandler {
@@ -117,7 +122,7 @@ func Run(args []string, w io.Writer) error {
 			enc := json.NewEncoder(w)
 			return enc.Encode(rows)
 		}
-		return WriteTable(w, rows)
+		return fleet.WriteTable(w, rows)
 	}
 	if *once {
 		deadline := time.After(opt.Timeout)
