@@ -20,7 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
+	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
@@ -48,6 +51,9 @@ type Options struct {
 	// decision (run --accept-journal-loss). The start is then halted, the
 	// halt's reason journaling the loss, until an operator resets.
 	AcceptJournalLoss bool
+	// Version is the build's version, in the fleet summary and Home
+	// Assistant's device block.
+	Version string
 }
 
 // Daemon is a running supervisor with everything around it.
@@ -64,6 +70,11 @@ type Daemon struct {
 	httpLn  net.Listener
 	httpSrv *http.Server
 	httpErr chan error
+	// fleet publishes the summary (mqtt.fleet, mqtt.home_assistant);
+	// announce is the goroutine publishing Home Assistant's discovery.
+	fleet        *fleet.Publisher
+	stopAnnounce context.CancelFunc
+	announceDone chan struct{}
 }
 
 // Start builds and starts a daemon. Any failure — a broker or HTTP address
@@ -132,6 +143,14 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.
 	d.Built.Options.Inputs = append(d.Built.Options.Inputs, d.Transport)
+	if cfg.MQTT.Fleet.Enabled || cfg.MQTT.HomeAssistant.Enabled {
+		// The summary is published from the fleet's own goroutine; the
+		// poller only hands it each status (never the halt path).
+		tr, topic := d.Transport, topics.Summary()
+		d.fleet = fleet.NewPublisher(fleet.PublisherOptions{Device: cfg.Device, Version: opt.Version, Period: cfg.MQTT.Fleet.Period,
+			Publish: func(b []byte) { tr.Publish(topic, true, b) }})
+		d.Built.Options.OnRefresh = d.fleet.Update
+	}
 	// Recovery runs inside New: every saga a previous process left open is
 	// finished before anything else can move or the daemon reports ready.
 	if d.Sup, err = supervisor.New(d.Built.Options); err != nil {
@@ -155,6 +174,14 @@ func Start(opt Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d.Sup.Refresh() // ready now if the broker is there, not a poll later
+	if cfg.MQTT.HomeAssistant.Enabled {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
+		go func() {
+			defer close(d.announceDone)
+			announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
+		}()
+	}
 	if d.httpLn != nil {
 		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, d.Sup.HTTPHandler())
 		go func() {
@@ -183,8 +210,15 @@ func (d *Daemon) Err() <-chan error { return d.httpErr }
 // embedded broker stops. It is safe on a partly started daemon.
 func (d *Daemon) Close() error {
 	var errs []error
+	if d.stopAnnounce != nil {
+		d.stopAnnounce()
+		<-d.announceDone
+	}
 	if d.Sup != nil {
 		errs = append(errs, d.Sup.Close())
+	}
+	if d.fleet != nil {
+		d.fleet.Close()
 	}
 	if d.Transport != nil {
 		errs = append(errs, d.Transport.Close())
@@ -229,4 +263,40 @@ func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
 		Name: "saga_mqtt_dropped_total",
 		Help: "Messages the embedded MQTT broker dropped because a subscriber's queue was full.",
 	}, func() float64 { return float64(b.Stats().Dropped) }))
+}
+
+// announce publishes Home Assistant's discovery configs, retained, and
+// deletes those a previous start left for entities no longer configured
+// (read back from the broker first; if that fails, only what is
+// configured is published).
+func announce(ctx context.Context, tr *mqtt.Transport, cfg *config.Config, version string, lg *slog.Logger) {
+	h := cfg.MQTT.HomeAssistant
+	o := homeassistant.Options{DiscoveryPrefix: h.DiscoveryPrefix, Topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device},
+		User: h.User, Version: version, Supplies: cfg.SupplyNames()}
+	for _, name := range cfg.ActuatorNames() {
+		switch cfg.Actuators[name].Kind {
+		case actuators.Pulse: // no position to show
+		case actuators.Servo:
+			o.Actuators = append(o.Actuators, homeassistant.Actuator{Name: name, Unit: "°"})
+		default:
+			o.Actuators = append(o.Actuators, homeassistant.Actuator{Name: name})
+		}
+	}
+	msgs := homeassistant.Configs(o)
+	filter := h.DiscoveryPrefix + "/+/" + homeassistant.NodeID(cfg.Device) + "/+/config"
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	retained, err := tr.Retained(rctx, filter, 500*time.Millisecond)
+	cancel()
+	if err != nil {
+		lg.Warn("home assistant: cannot read the retained discovery configs: entities removed from the config stay until the next start", "err", err)
+	}
+	msgs = append(homeassistant.Stale(retained, msgs), msgs...)
+	for _, m := range msgs {
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{} // retained and empty: Home Assistant deletes the entity
+		}
+		tr.Publish(m.Topic, true, payload)
+	}
+	lg.Info("home assistant discovery published", "configs", len(msgs), "prefix", h.DiscoveryPrefix)
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -27,12 +28,14 @@ type Status struct {
 
 // JournalStatus describes the journal.
 type JournalStatus struct {
-	Dir      string `json:"dir"`
-	LastSeq  uint64 `json:"last_seq"`
-	Durable  uint64 `json:"durable_seq"`
-	Error    string `json:"error,omitempty"`
-	TailCut  string `json:"tail_cut,omitempty"` // a torn tail cut at the last start
-	Replayed uint64 `json:"replayed_at_start"`
+	Dir     string `json:"dir"`
+	LastSeq uint64 `json:"last_seq"`
+	Durable uint64 `json:"durable_seq"`
+	// DurableHash is the chain hash of record Durable, hex.
+	DurableHash string `json:"durable_hash"`
+	Error       string `json:"error,omitempty"`
+	TailCut     string `json:"tail_cut,omitempty"` // a torn tail cut at the last start
+	Replayed    uint64 `json:"replayed_at_start"`
 }
 
 // SupplyJSON is a supply's state for status.
@@ -79,7 +82,8 @@ func (s *Supervisor) Status() Status {
 	if st.Halted {
 		reasons = append(reasons, "halted: "+st.HaltWhy)
 	}
-	st.Journal = JournalStatus{Dir: s.journal.Dir(), LastSeq: s.journal.LastSeq(), Durable: s.journal.DurableSeq(), Replayed: s.replayed, TailCut: s.tailCut}
+	dseq, dhash := s.journal.DurableHead()
+	st.Journal = JournalStatus{Dir: s.journal.Dir(), LastSeq: s.journal.LastSeq(), Durable: dseq, DurableHash: hex.EncodeToString(dhash[:]), Replayed: s.replayed, TailCut: s.tailCut}
 	if err := s.engine.Err(); err != nil {
 		st.Journal.Error = err.Error()
 		reasons = append(reasons, "journal failed: "+err.Error())

@@ -77,6 +77,11 @@ type Options struct {
 	// Approvals configures operator approvals; nil: none (every approval
 	// sent is refused, and no actuator requires one).
 	Approvals *Approvals
+	// OnRefresh, if set, is given every status the poller computes (every
+	// PollEvery, and at once after a halt or reset), on the poller's
+	// goroutine: it must return at once (the fleet summary stores it and
+	// publishes from a goroutine of its own). Never called on the halt path.
+	OnRefresh func(Status)
 }
 
 // Publisher carries what the supervisor tells every controller, whatever
@@ -366,6 +371,9 @@ func (s *Supervisor) refresh() {
 	s.mu.Unlock()
 	if pub != nil {
 		pub.SetStatus(api.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
+	}
+	if s.opt.OnRefresh != nil {
+		s.opt.OnRefresh(st)
 	}
 	s.publishStates()
 	s.alive.lastRefresh.Store(time.Now().UnixNano())

@@ -359,6 +359,15 @@ func (l *Log) LastSeq() uint64 {
 // DurableSeq returns the seq up to which every record is fdatasynced.
 func (l *Log) DurableSeq() uint64 { return l.durableSeq.Load() }
 
+// DurableHead returns the last fdatasynced record's seq and chain hash
+// (GenesisHash() for an empty journal): the head a reader of the journal
+// on disk would find.
+func (l *Log) DurableHead() (uint64, [32]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable, l.durableH
+}
+
 // Stats counts what the Log has written since Open.
 type Stats struct {
 	Batches   uint64 // batches written (one pwrite + fdatasync each, plus rollovers)

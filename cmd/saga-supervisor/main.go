@@ -15,6 +15,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
 	"github.com/saga-supervisor/saga-supervisor/internal/demo"
+	"github.com/saga-supervisor/saga-supervisor/internal/fleet/fleetcmd"
 	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/internal/prove"
 	journalreplay "github.com/saga-supervisor/saga-supervisor/internal/replay"
@@ -34,6 +35,7 @@ func init() {
 		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
 		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: ctl.Run},
+		{name: "fleet", args: "[--once] [--json]", help: "every supervisor on a broker at a glance (mqtt.fleet summaries): ready, halted, offline, stale; refreshes in place", run: fleetcmd.Run},
 		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: demo.Run},
 		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain and every record against the daemon's replay rules; exit 0 intact, 1 broken, refused or lost (first bad record named), 2 no journal or unreadable", run: journaltool.Verify},
 		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: journaltool.Graph},

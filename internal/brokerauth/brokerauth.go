@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
@@ -48,6 +49,13 @@ func Policy(cfg *config.Config) *access.Policy {
 			p.Devices = append(p.Devices, access.Device{User: m.User, SetTopic: m.SetTopic, AckTopic: m.AckTopic, StateTopic: m.StateTopic})
 		}
 	}
+	if f := cfg.MQTT.Fleet; f.Enabled || cfg.MQTT.HomeAssistant.Enabled {
+		p.Summary = true // Home Assistant's supply sensors read it too
+		p.Viewers = slices.Clone(f.Viewers)
+	}
+	if h := cfg.MQTT.HomeAssistant; h.Enabled {
+		p.HomeAssistant = &access.HomeAssistant{DiscoveryPrefix: h.DiscoveryPrefix, NodeID: homeassistant.NodeID(cfg.Device), User: h.User}
+	}
 	return p
 }
 
@@ -60,6 +68,9 @@ func Logins(cfg *config.Config) []access.Login {
 	out := []access.Login{{Name: s, Users: []string{s, s + access.EstopSuffix, s + access.DevicesSuffix}}}
 	for _, a := range p.Agents {
 		out = append(out, access.Login{Name: a, Users: []string{a}})
+	}
+	for _, v := range p.Viewers {
+		out = append(out, access.Login{Name: v, Users: []string{v}})
 	}
 	seen := map[string]bool{}
 	for _, d := range p.Devices {

@@ -455,3 +455,28 @@ func (g *globals) options() (client.Options, error) {
 
 // readSecret reads a password or token file (package secretfile).
 func readSecret(path string) (string, error) { return secretfile.Read(path) }
+
+// Conn is ctl's broker connection flags (--broker, --prefix, --agent,
+// --username, --password-file, --credentials, --ca-file, --timeout,
+// --json, ...), for other commands that connect the way ctl does
+// (`saga-supervisor fleet`).
+type Conn struct{ g *globals }
+
+// NewConn returns ctl's defaults, logging in as agent (or ctl's default
+// agent if "").
+func NewConn(agent string) *Conn {
+	g := defaultGlobals()
+	if agent != "" {
+		g.agent = agent
+	}
+	return &Conn{g}
+}
+
+// Register adds the flags to fs.
+func (c *Conn) Register(fs *flag.FlagSet) { c.g.register(fs) }
+
+// Options are the client options the flags say (secret files read).
+func (c *Conn) Options() (client.Options, error) { return c.g.options() }
+
+// JSON reports --json.
+func (c *Conn) JSON() bool { return c.g.asJSON }

@@ -201,6 +201,42 @@ type MQTT struct {
 	// with the operator token. Off by default: the token would cross the
 	// broker; only allowed when the link is TLS.
 	AllowReset bool `yaml:"allow_reset"`
+	// HomeAssistant publishes Home Assistant MQTT discovery configs (off
+	// by default).
+	HomeAssistant HomeAssistant `yaml:"home_assistant"`
+	// Fleet publishes a compact retained summary for fleet views (off by
+	// default).
+	Fleet Fleet `yaml:"fleet"`
+}
+
+// HomeAssistant configures Home Assistant MQTT discovery: retained configs
+// under <discovery_prefix>/<component>/<device>/<object>/config for a halt
+// button, a readiness sensor, supply voltages and actuator positions. The
+// halt button publishes on estop/<user>: User must be allowed to log in
+// (listed under agents.allow when that is not empty); it never needs more
+// than halt. There is no reset entity: reset needs the operator token.
+type HomeAssistant struct {
+	Enabled bool `yaml:"enabled"`
+	// DiscoveryPrefix is Home Assistant's discovery prefix (default
+	// homeassistant).
+	DiscoveryPrefix string `yaml:"discovery_prefix"`
+	// User is the MQTT username Home Assistant logs in as (default
+	// homeassistant): its halt button publishes on estop/<user>.
+	User string `yaml:"user"`
+}
+
+// Fleet configures the fleet summary: a small retained JSON document on
+// <prefix>/<device>/summary, so one subscription to <prefix>/+/summary
+// (and <prefix>/+/status, the will) shows every robot on a broker.
+type Fleet struct {
+	Enabled bool `yaml:"enabled"`
+	// Period is how often the summary is published even when nothing
+	// changed (default 5s, 1s..1h); a change of readiness, halt or open
+	// sagas is published at the next poll.
+	Period time.Duration `yaml:"period"`
+	// Viewers are read-only MQTT users: they may read every robot's
+	// summary and status under the prefix, and nothing else.
+	Viewers []string `yaml:"viewers"`
 }
 
 // Auth configures the embedded broker's authentication. Every client

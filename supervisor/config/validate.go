@@ -90,11 +90,13 @@ func defaults() *Config {
 		Agents: Agents{Max: ingress.DefaultMaxAgents, Queue: ingress.DefaultQueueLen, Rate: ingress.DefaultRate,
 			Burst: ingress.DefaultBurst, MaxSagas: rollback.DefaultMaxSagasPerLease},
 		MQTT: MQTT{
-			Broker:     brokerEmbedded,
-			Listen:     "127.0.0.1:1883",
-			Prefix:     "saga/v1",
-			MaxPayload: 64 << 10,
-			Auth:       Auth{PasswordFile: "./saga-data/mqtt/passwd", CredentialsDir: "./saga-data/mqtt/credentials"},
+			Broker:        brokerEmbedded,
+			Listen:        "127.0.0.1:1883",
+			Prefix:        "saga/v1",
+			MaxPayload:    64 << 10,
+			Auth:          Auth{PasswordFile: "./saga-data/mqtt/passwd", CredentialsDir: "./saga-data/mqtt/credentials"},
+			HomeAssistant: HomeAssistant{DiscoveryPrefix: "homeassistant", User: "homeassistant"},
+			Fleet:         Fleet{Period: 5 * time.Second},
 		},
 		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
 		Sim:       Sim{World: "./saga-data/world"},
@@ -166,6 +168,8 @@ func (d *decoder) validate(c *Config) {
 	d.validateAgents(c.Agents)
 	d.validateAllow(c)
 	d.validateMQTT(c.MQTT)
+	d.validateHomeAssistant(c)
+	d.validateFleet(c)
 	d.validateHTTP(c.HTTP)
 	for _, name := range c.SupplyNames() {
 		d.validateSupply(c, name)

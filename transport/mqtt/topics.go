@@ -19,13 +19,7 @@ type Topics struct {
 	Device string // this robot's name, one topic level
 }
 
-func (t Topics) base() string {
-	p := t.Prefix
-	if p == "" {
-		p = DefaultPrefix
-	}
-	return p + "/" + t.Device
-}
+func (t Topics) base() string { return t.prefix() + "/" + t.Device }
 
 // Validate reports a layout that would make topics ambiguous or unroutable:
 // a prefix with empty levels, wildcards, or a leading '$' (brokers reserve
@@ -116,3 +110,24 @@ func (t Topics) Will(agent string) string { return t.base() + "/will/" + agent }
 
 // WillFilter is the subscription that receives every agent's will.
 func (t Topics) WillFilter() string { return t.base() + "/will/+" }
+
+// Summary carries the retained fleet summary (package internal/fleet):
+// a small JSON document, so that one subscription to SummaryFilter shows
+// every supervisor sharing a broker and prefix.
+func (t Topics) Summary() string { return t.base() + "/summary" }
+
+// SummaryFilter is the subscription that receives the summary of every
+// device under t's prefix (t.Device is not used).
+func (t Topics) SummaryFilter() string { return t.prefix() + "/+/summary" }
+
+// StatusFilter is the subscription that receives the status of every
+// device under t's prefix, the offline will included (t.Device is not
+// used).
+func (t Topics) StatusFilter() string { return t.prefix() + "/+/status" }
+
+func (t Topics) prefix() string {
+	if t.Prefix == "" {
+		return DefaultPrefix
+	}
+	return t.Prefix
+}

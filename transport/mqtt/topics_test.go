@@ -20,6 +20,9 @@ func TestTopicLayout(t *testing.T) {
 		{Topics{Device: "arm1"}, Topics.Events, "saga/v1/arm1/events"},
 		{Topics{Device: "arm1"}, Topics.Estop, "saga/v1/arm1/estop"},
 		{Topics{Device: "arm1"}, func(t Topics) string { return t.Will("me") }, "saga/v1/arm1/will/me"},
+		{Topics{Device: "arm1"}, Topics.Summary, "saga/v1/arm1/summary"},
+		{Topics{Prefix: "site3/saga/v1", Device: "x"}, Topics.SummaryFilter, "site3/saga/v1/+/summary"},
+		{Topics{Device: "x"}, Topics.StatusFilter, "saga/v1/+/status"},
 		{Topics{Device: "arm1"}, Topics.WillFilter, "saga/v1/arm1/will/+"},
 		{Topics{Prefix: "site3/saga/v1", Device: "arm1"}, Topics.Cmd, "site3/saga/v1/arm1/cmd"},
 	} {

@@ -6,10 +6,12 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 	"slices"
 
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -891,4 +893,55 @@ func (t *Transport) stopWorker() {
 	close(t.urgent)
 	t.mu.Unlock()
 	<-t.done
+}
+
+// Retained returns the topics under filter that hold a retained message,
+// read on the command connection: it subscribes, gathers what the broker
+// sends until quiet passes with nothing new (or ctx ends), and
+// unsubscribes. For start-up housekeeping (Home Assistant's discovery
+// configs), never for the command path.
+func (t *Transport) Retained(ctx context.Context, filter string, quiet time.Duration) ([]string, error) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	got := make(chan struct{}, 1)
+	tok := t.client.Subscribe(filter, 1, func(_ paho.Client, m paho.Message) {
+		if !m.Retained() || len(m.Payload()) == 0 {
+			return
+		}
+		mu.Lock()
+		seen[m.Topic()] = true
+		mu.Unlock()
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+	})
+	if err := waitToken(ctx, tok); err != nil {
+		return nil, fmt.Errorf("mqtt: subscribe %s: %w", filter, err)
+	}
+	defer t.client.Unsubscribe(filter)
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	for done := false; !done; {
+		select {
+		case <-got:
+			timer.Reset(quiet)
+		case <-timer.C:
+			done = true
+		case <-ctx.Done():
+			done = true
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+func waitToken(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -61,6 +61,9 @@ func (p *Policy) MosquittoACL() string {
 			block("Device user: reads its set topics, writes its ack and state topics.", u)
 		}
 	}
+	for _, v := range p.Viewers {
+		block("Fleet viewer: reads every device's summary and status, nothing else.", v)
+	}
 	if len(p.Agents) > 0 {
 		for _, a := range p.Agents {
 			block("Agent: writes its own cmd, estop and will topics; reads its replies, status, state, events.", a)
@@ -69,8 +72,12 @@ func (p *Policy) MosquittoACL() string {
 	}
 	b.WriteString("\n# Every other user is an agent (%u is the username): it writes its own cmd,\n")
 	b.WriteString("# estop and will topics and reads its replies, status, state and events.\n")
-	for _, r := range agentRules(t, patternUser) {
+	for _, r := range append(agentRules(t, patternUser), p.agentExtras()...) {
 		writeRule(&b, "pattern", r)
+	}
+	if h := p.HomeAssistant; h != nil {
+		fmt.Fprintf(&b, "\n# Home Assistant (an agent: its halt button writes its own estop topic) reads\n# the discovery configs.\nuser %s\n", h.User)
+		writeRule(&b, "topic", Rule{Filter: h.DiscoveryFilter(t), Read: true})
 	}
 	return b.String()
 }

@@ -39,6 +39,30 @@ type Policy struct {
 	Supervisor string      // S: the supervisor's MQTT username and client id
 	Agents     []string    // agent usernames (= agent names); empty: see above
 	Devices    []Device
+	// Summary: the supervisor retains its fleet summary (Topics.Summary),
+	// which agents may read.
+	Summary bool
+	// Viewers are read-only users of a fleet view: they read every
+	// device's summary and status under the prefix, nothing else.
+	Viewers []string
+	// HomeAssistant, if set, lets the supervisor retain discovery configs
+	// and Home Assistant's user (an agent) read them.
+	HomeAssistant *HomeAssistant
+}
+
+// HomeAssistant is Home Assistant's MQTT discovery as the broker sees it:
+// the supervisor retains configs under
+// <DiscoveryPrefix>/<component>/<device>/<object>/config, and User — an
+// agent, so its halt button may write its own e-stop topic — reads them.
+type HomeAssistant struct {
+	DiscoveryPrefix string
+	NodeID          string // the device's node_id level (internal/homeassistant.NodeID)
+	User            string
+}
+
+// DiscoveryFilter matches every discovery config of the device.
+func (h *HomeAssistant) DiscoveryFilter(mqtt.Topics) string {
+	return h.DiscoveryPrefix + "/+/" + h.NodeID + "/+/config"
 }
 
 // Errors of Connect; the error returned wraps one of them.
@@ -58,9 +82,10 @@ const (
 	RoleDevices                // S-devices
 	RoleAgent
 	RoleDevice // a device user
+	RoleViewer // a read-only fleet viewer
 )
 
-var roleNames = [...]string{"none", "supervisor", "supervisor e-stop", "supervisor devices", "agent", "device"}
+var roleNames = [...]string{"none", "supervisor", "supervisor e-stop", "supervisor devices", "agent", "device", "fleet viewer"}
 
 func (r Role) String() string {
 	if int(r) < len(roleNames) {
@@ -112,6 +137,26 @@ func (p *Policy) Validate() error {
 			topics[t.topic] = fmt.Sprintf("device %q's %s topic", d.User, t.name)
 		}
 	}
+	for _, v := range p.Viewers {
+		if err := ValidUser(v); err != nil {
+			return fmt.Errorf("access policy: viewer: %w", err)
+		}
+		if was, dup := seen[v]; dup {
+			return fmt.Errorf("access policy: viewer %q is also %s", v, was)
+		}
+		seen[v] = "a fleet viewer"
+	}
+	if h := p.HomeAssistant; h != nil {
+		if err := ValidUser(h.User); err != nil {
+			return fmt.Errorf("access policy: home assistant: %w", err)
+		}
+		if was, ok := seen[h.User]; ok && was != "an agent" {
+			return fmt.Errorf("access policy: home assistant user %q is also %s", h.User, was)
+		}
+		if err := validTopic(h.DiscoveryPrefix + "/" + h.NodeID); err != nil {
+			return fmt.Errorf("access policy: home assistant discovery prefix or node id: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -132,6 +177,9 @@ func (p *Policy) Role(user string) Role {
 		if d.User == user {
 			return RoleDevice
 		}
+	}
+	if slices.Contains(p.Viewers, user) {
+		return RoleViewer
 	}
 	if len(p.Agents) == 0 || slices.Contains(p.Agents, user) {
 		return RoleAgent
@@ -173,7 +221,7 @@ func (p *Policy) Rules(user string) []Rule {
 	write := func(f string) Rule { return Rule{Filter: f, Write: true} }
 	switch p.Role(user) {
 	case RoleSupervisor:
-		return []Rule{
+		rs := []Rule{
 			read(t.Cmd()), read(t.CmdFilter()), read(t.WillFilter()),
 			read(t.Estop()), read(t.EstopFilter()),
 			write(t.Reply("+")),
@@ -181,6 +229,17 @@ func (p *Policy) Rules(user string) []Rule {
 			{Filter: t.State("+"), Write: true, Retain: true},
 			write(t.Events()),
 		}
+		if p.Summary {
+			rs = append(rs, Rule{Filter: t.Summary(), Write: true, Retain: true})
+		}
+		if h := p.HomeAssistant; h != nil {
+			// Read too: at start it compares what is retained with what
+			// it publishes, and clears configs of entities gone.
+			rs = append(rs, Rule{Filter: h.DiscoveryFilter(t), Read: true, Write: true, Retain: true})
+		}
+		return rs
+	case RoleViewer:
+		return []Rule{read(t.SummaryFilter()), read(t.StatusFilter())}
 	case RoleEstop:
 		return []Rule{read(t.Estop()), read(t.EstopFilter())}
 	case RoleDevices:
@@ -198,7 +257,20 @@ func (p *Policy) Rules(user string) []Rule {
 		}
 		return rs
 	case RoleAgent:
-		return agentRules(t, user)
+		rs := append(agentRules(t, user), p.agentExtras()...)
+		if h := p.HomeAssistant; h != nil && user == h.User {
+			rs = append(rs, read(h.DiscoveryFilter(t)))
+		}
+		return rs
+	}
+	return nil
+}
+
+// agentExtras are what every agent may read beyond agentRules when the
+// configuration publishes it.
+func (p *Policy) agentExtras() []Rule {
+	if p.Summary {
+		return []Rule{{Filter: p.Topics.Summary(), Read: true}}
 	}
 	return nil
 }
