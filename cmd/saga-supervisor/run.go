@@ -69,7 +69,7 @@ func runRun(args []string, w io.Writer) error {
 	// makes progress, and only then.
 	var progress atomic.Uint64
 	stopExtend := systemd.Extend(systemd.Socket, 2*time.Second, 10*time.Second, progress.Load)
-	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }, AcceptJournalLoss: *acceptLoss, Version: version})
+	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }, AcceptJournalLoss: *acceptLoss, Version: buildinfo.Get().Version})
 	stopExtend()
 	if err != nil {
 		return err
