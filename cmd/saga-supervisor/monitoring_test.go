@@ -197,12 +197,7 @@ func TestMonitoringNamesExist(t *testing.T) {
 		}
 	}
 
-	// Added by the pkg branch (saga_supervisor_build_info{version, revision,
-	// goversion}); remove this allow-list entry once it is merged.
-	allowed := map[string]string{}
-	if _, ok := fams["saga_supervisor_build_info"]; !ok {
-		allowed["saga_supervisor_build_info"] = "added by the pkg branch"
-	}
+	allowed := map[string]string{} // none: every name must be on /metrics
 	var problems []string
 	used := map[string]bool{}
 	for file, exprs := range map[string][]monitoringExpr{dashboardFile: dashboardExprs(t), rulesFile: ruleExprs(t)} {

@@ -264,11 +264,6 @@ func checkUnitCoversConfigs(t *testing.T, tr tree) (problems []string) {
 // transport/mqtt.Name a Go identifier.
 var docPath = regexp.MustCompile(`(?:^|[^\w./-])((?:configs|docs|examples|firmware|hil-tests|drivers|supervisor|internal)/[\w./{},-]*[\w}])`)
 
-// pendingPaths are files the docs name that another branch adds.
-var pendingPaths = map[string]string{
-	"configs/99-saga-supervisor.rules": "the udev rules of the packaging (branch pkg)",
-}
-
 // docFiles are the files whose repository paths must exist.
 var docFiles = []string{"README.md", "docs/*.md", "configs/*", "examples/*.yaml", "examples/scenarios/*.yaml", "hil-tests/configs/*.yaml"}
 
@@ -305,10 +300,6 @@ func checkDocPathsExist(t *testing.T, tr tree) (problems []string) {
 			for _, m := range docPath.FindAllStringSubmatch(line, -1) {
 				for _, p := range expandBraces(strings.TrimRight(m[1], ".")) {
 					if tr.exists(p) {
-						continue
-					}
-					if why, ok := pendingPaths[p]; ok {
-						t.Logf("%s:%d: %s is not here yet: %s", rel, n+1, p, why)
 						continue
 					}
 					problems = append(problems, fmt.Sprintf("%s:%d: names %s, which does not exist", rel, n+1, p))
