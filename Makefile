@@ -15,7 +15,7 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test lint fuzz check bench cross clean hil soak install install-files deb deb-test
+.PHONY: build test lint fuzz check bench cross clean hil soak install install-files deb deb-test size
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -57,6 +57,17 @@ cross:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-arm64 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-armv7 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-armv6 $(PKG)
+
+# size builds the release binaries (cross, and amd64 alike), prints their
+# sizes and where the arm64 one's bytes go by module and package (from an
+# unstripped twin), and fails if the stripped arm64 binary is over
+# SIZE_BUDGET bytes (docs/DESIGN.md, "Memory": what it is made of, and why
+# no templates and no client_golang).
+SIZE_BUDGET ?= 12000000
+size: cross
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-amd64 $(PKG)
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o bin/saga-supervisor-linux-arm64.unstripped $(PKG)
+	GO=$(GO) SIZE_BUDGET=$(SIZE_BUDGET) bash scripts/size.sh
 
 # hil runs the hardware-in-the-loop scenarios of hil-tests/ (docs/HIL.md)
 # against the real binary, which the tests build: on simulated boards over

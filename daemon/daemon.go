@@ -18,12 +18,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
 	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
@@ -242,24 +241,24 @@ func (d *Daemon) Close() error {
 // registerBrokerMetrics exports what the embedded broker refused, so an
 // attack on the front door shows on the robot's dashboard:
 // saga_mqtt_refused_total{what="connect|publish|subscribe|retained"}.
-func registerBrokerMetrics(reg *prometheus.Registry, b *embedded.Broker) {
+func registerBrokerMetrics(reg *promtext.Registry, b *embedded.Broker) {
 	for what, get := range map[string]func(embedded.Stats) int64{
 		"connect":   func(s embedded.Stats) int64 { return s.RefusedConnects },
 		"publish":   func(s embedded.Stats) int64 { return s.RefusedPublishes },
 		"subscribe": func(s embedded.Stats) int64 { return s.RefusedSubscribes },
 		"retained":  func(s embedded.Stats) int64 { return s.RefusedRetained },
 	} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 			Name:        "saga_mqtt_refused_total",
 			Help:        "What the embedded MQTT broker refused: connections (bad login, client id not the username), publishes, subscriptions and retained messages its ACL or bounds forbid.",
-			ConstLabels: prometheus.Labels{"what": what},
+			ConstLabels: map[string]string{"what": what},
 		}, func() float64 { return float64(get(b.Stats())) }))
 	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_paced_total",
 		Help: "Commands the embedded MQTT broker held back while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
 	}, func() float64 { return float64(b.Stats().Paced) }))
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_dropped_total",
 		Help: "Messages the embedded MQTT broker dropped because a subscriber's queue was full.",
 	}, func() float64 { return float64(b.Stats().Dropped) }))

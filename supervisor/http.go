@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
-	"log/slog"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -16,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
@@ -66,7 +62,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
 func (s *Supervisor) HTTPHandler() http.Handler {
-	h := &httpAPI{s: s, limit: s.resetLimit, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
+	h := &httpAPI{s: s, limit: s.resetLimit}
 	mux := http.NewServeMux()
 	// Each route is registered with its method and without: the second,
 	// less specific pattern catches every other method, so a 405 is JSON
@@ -78,13 +74,11 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 	route(http.MethodGet, "/{$}", http.HandlerFunc(h.dashboard))
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
-	route(http.MethodGet, "/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelError),
-		ErrorHandling: promhttp.ContinueOnError, // a failing collector must not hide the rest
+	route(http.MethodGet, "/metrics", s.metrics.reg.Handler(promtext.HandlerOpts{
+		Log: s.log,
 		// A Pi has little to spare: scrapes queue rather than pile up.
-		MaxRequestsInFlight: 2,
-		Timeout:             10 * time.Second,
-		EnableOpenMetrics:   true,
+		MaxInFlight: 2,
+		Timeout:     10 * time.Second,
 	}))
 	route(http.MethodGet, "/api/v1/status", http.HandlerFunc(h.status))
 	route(http.MethodGet, "/api/v1/guarantees", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -106,7 +100,6 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 type httpAPI struct {
 	s     *Supervisor
 	limit *resetLimiter
-	page  *template.Template
 }
 
 // APIRequestHeader, set to "1", marks a POST as made by a program, like
@@ -409,97 +402,14 @@ func writeText(w http.ResponseWriter, status int, s string) {
 	io.WriteString(w, s)
 }
 
-// dashboard renders the status page: plain HTML, no script, no external
-// asset, escaped by html/template, refreshed by the browser every second.
+// dashboard renders the status page (statuspage.go): plain HTML, no
+// script, no external asset, refreshed by the browser every second.
 func (h *httpAPI) dashboard(w http.ResponseWriter, _ *http.Request) {
-	view := struct {
-		Status
-		At string
-	}{h.s.Status(), time.Now().Format("15:04:05")}
 	var buf bytes.Buffer
-	if err := h.page.Execute(&buf, view); err != nil {
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error: rendering the page: "+err.Error(), nil)
-		return
-	}
+	writeStatusPage(&buf, h.s.Status(), time.Now().Format("15:04:05"))
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes())
 }
-
-// fmtNum formats a float or *float64 for the page ("–" for none).
-func fmtNum(v any) string {
-	var f float64
-	switch x := v.(type) {
-	case float64:
-		f = x
-	case *float64:
-		if x == nil {
-			return "–"
-		}
-		f = *x
-	default:
-		return fmt.Sprint(v)
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", f)
-}
-
-const statusPage = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="refresh" content="1">
-<title>saga-supervisor</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.3em; } h2 { font-size: 1.05em; margin-top: 1.4em; }
-.state { display: inline-block; padding: .3em .8em; border-radius: .3em; font-weight: bold; color: #fff; }
-.ok { background: #2a7d2a; } .bad { background: #b3261e; } .warn { background: #b36b00; }
-table { border-collapse: collapse; } td, th { padding: .2em .8em; border-bottom: 1px solid #ddd; text-align: left; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-.muted { color: #777; }
-</style>
-</head>
-<body>
-<h1>saga-supervisor</h1>
-<p>
-{{if .Halted}}<span class="state bad">HALTED</span>{{else if .Ready}}<span class="state ok">READY</span>{{else}}<span class="state warn">NOT READY</span>{{end}}
-<span class="muted">as of {{.At}}</span>
-</p>
-{{if .Halted}}<p>Halt: {{.HaltWhy}}</p>{{end}}
-{{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
-
-<h2>Supplies</h2>
-{{if .Supplies}}<table>
-<tr><th>supply</th><th>volts</th><th>state</th><th>on trip</th></tr>
-{{range .Supplies}}<tr><td>{{.Name}}</td><td class="n">{{if .Known}}{{num .Volts}}{{else}}–{{end}}</td>
-<td>{{if .Tripped}}tripped{{else if .Stale}}stale{{else if not .Known}}unknown{{else}}ok{{end}}{{with .Code}} ({{.}}){{end}}{{with .ReadError}} — {{.}}{{end}}</td><td>{{.Action}}</td></tr>
-{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Actuators</h2>
-<table>
-<tr><th>actuator</th><th>kind</th><th>commanded</th><th>read back</th></tr>
-{{range .Actuators}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td class="n">{{num .Commanded}}</td><td class="n">{{num .ReadBack}}{{with .Error}} — {{.}}{{end}}</td></tr>
-{{end}}</table>
-
-<h2>Leases</h2>
-{{if .Leases}}<table>
-<tr><th>agent</th><th>TTL</th><th>expires in</th></tr>
-{{range .Leases}}<tr><td>{{.Agent}}</td><td class="n">{{.TTLMS}} ms</td><td class="n">{{num .ExpiresIn}} s</td></tr>
-{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Open sagas</h2>
-{{if .OpenSagas}}<p>{{range $i, $id := .OpenSagas}}{{if $i}}, {{end}}{{$id}}{{end}}</p>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Journal</h2>
-<p>{{.Journal.Dir}}: last record {{.Journal.LastSeq}}, durable {{.Journal.Durable}}, {{.Journal.Replayed}} replayed at start.
-{{with .Journal.TailCut}}<br>Torn tail cut at start: {{.}}{{end}}
-{{with .Journal.Error}}<br><strong>Failed: {{.}}</strong>{{end}}</p>
-<p class="muted"><a href="/api/v1/status">status JSON</a> · <a href="/metrics">metrics</a> · <a href="/readyz">readyz</a></p>
-</body>
-</html>
-`

@@ -6,11 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/lease"
@@ -57,46 +55,47 @@ func failureCode(code string) bool {
 	return false
 }
 
-// metrics are a Supervisor's Prometheus metrics, all on its own registry.
+// metrics are a Supervisor's Prometheus metrics, all on its own registry
+// (internal/promtext).
 // Counters are updated where things happen (hooks in Handle, publishReport,
 // leaseEnded and the journal's OnBatch); gauges mirroring state are read
 // from Status when scraped (stateCollector), so they are never stale.
 type metrics struct {
-	reg          *prometheus.Registry
-	commands     *prometheus.CounterVec
-	refusals     *prometheus.CounterVec
-	fsync        prometheus.Histogram
-	batchRecords prometheus.Histogram
-	journalBytes prometheus.Counter
-	unwinds      *prometheus.CounterVec
-	unwindSteps  *prometheus.CounterVec
-	leaseEnds    *prometheus.CounterVec
-	tailCut      prometheus.Gauge
-	halts        prometheus.Counter
+	reg          *promtext.Registry
+	commands     *promtext.CounterVec
+	refusals     *promtext.CounterVec
+	fsync        *promtext.Histogram
+	batchRecords *promtext.Histogram
+	journalBytes *promtext.Counter
+	unwinds      *promtext.CounterVec
+	unwindSteps  *promtext.CounterVec
+	leaseEnds    *promtext.CounterVec
+	tailCut      *promtext.Gauge
+	halts        *promtext.Counter
 	state        *stateCollector
 	// journalVerified is the verdict of the journal's verification pass
 	// after start (journalcheck.go).
 	journalVerified atomic.Int64
-	own             []prometheus.Collector // what newMetrics registered, for unregister
+	own             []promtext.Collector // what newMetrics registered, for unregister
 }
 
 // newMetrics creates the supervisor's metrics and registers them, with the
 // Go runtime and process collectors, on reg (a fresh registry when nil). A
 // registry that already holds the Go or process collector is fine; one that
 // already holds saga_ metrics (another Supervisor's) is an error.
-func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+func newMetrics(reg *promtext.Registry) (*metrics, error) {
 	if reg == nil {
-		reg = prometheus.NewRegistry()
+		reg = promtext.NewRegistry()
 	}
 	// Like newStateCollector's d: the options each metric differs in, in one line.
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	counter := func(name, help string) *promtext.Counter {
+		return promtext.NewCounter(promtext.Opts{Name: name, Help: help})
 	}
-	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	counterVec := func(name, help string, labels ...string) *promtext.CounterVec {
+		return promtext.NewCounterVec(promtext.Opts{Name: name, Help: help}, labels)
 	}
-	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	histogram := func(name, help string, buckets []float64) *promtext.Histogram {
+		return promtext.NewHistogram(promtext.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 	}
 	m := &metrics{
 		reg: reg,
@@ -108,10 +107,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			"code"),
 		fsync: histogram("saga_journal_fsync_seconds",
 			"Latency of each journal batch: one write and fdatasync (plus a segment install at rollover).",
-			prometheus.ExponentialBuckets(50e-6, 2, 15)), // 50 µs .. 0.8 s
+			promtext.ExponentialBuckets(50e-6, 2, 15)), // 50 µs .. 0.8 s
 		batchRecords: histogram("saga_journal_batch_records",
 			"Records per journal batch (the group-commit factor).",
-			prometheus.ExponentialBuckets(1, 2, 11)), // 1 .. 1024
+			promtext.ExponentialBuckets(1, 2, 11)), // 1 .. 1024
 		journalBytes: counter("saga_journal_written_bytes_total",
 			"Journal frame bytes written and fdatasynced."),
 		unwinds: counterVec("saga_unwinds_total",
@@ -123,7 +122,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		leaseEnds: counterVec("saga_lease_ends_total",
 			"Agent leases ended, by reason: expired, bye, will, superseded, shutdown (other: any other).",
 			"reason"),
-		tailCut: prometheus.NewGauge(prometheus.GaugeOpts{
+		tailCut: promtext.NewGauge(promtext.Opts{
 			Name: "saga_journal_tail_cut_bytes",
 			Help: "Bytes of torn journal tail cut (and kept in a .broken file) when this process opened the journal; 0 when none.",
 		}),
@@ -152,7 +151,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		m.leaseEnds.WithLabelValues(r)
 	}
 
-	for _, c := range []prometheus.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
+	for _, c := range []promtext.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
 		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo()} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
@@ -160,12 +159,8 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}
 		m.own = append(m.own, c)
 	}
-	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
-		var are prometheus.AlreadyRegisteredError
-		if err := reg.Register(c); err != nil && !errors.As(err, &are) {
+	for _, c := range []promtext.Collector{promtext.NewGoCollector(), promtext.NewProcessCollector("")} {
+		if err := reg.Register(c); err != nil && !errors.Is(err, promtext.ErrAlreadyRegistered) {
 			m.unregister()
 			return nil, err
 		}
@@ -176,12 +171,12 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 // buildInfo is saga_supervisor_build_info: 1, labelled with what
 // `saga-supervisor version` prints, so a dashboard can tell which build
 // runs where (the convention of prometheus_build_info and its kin).
-func buildInfo() prometheus.Collector {
+func buildInfo() promtext.Collector {
 	in := buildinfo.Get()
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	return promtext.NewGaugeFunc(promtext.Opts{
 		Name: "saga_supervisor_build_info",
 		Help: "Always 1; its labels name the running build: version, revision (commit), date (the commit's), goversion, goarch.",
-		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Commit, "date": in.Date,
+		ConstLabels: map[string]string{"version": in.Version, "revision": in.Commit, "date": in.Date,
 			"goversion": in.GoVersion, "goarch": runtime.GOARCH},
 	}, func() float64 { return 1 })
 }
@@ -191,27 +186,27 @@ func buildInfo() prometheus.Collector {
 func (m *metrics) journalStats(res *recovery.Result) error {
 	l := res.Log
 	m.journalVerified.Store(journalVerifyPending)
-	gauge := func(name, help string, get func(wal.Stats) float64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
+	gauge := func(name, help string, get func(wal.Stats) float64) promtext.Collector {
+		return promtext.NewGaugeFunc(promtext.Opts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
 	}
-	counter := func(name, help string, get func(wal.Stats) float64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
+	counter := func(name, help string, get func(wal.Stats) float64) promtext.Collector {
+		return promtext.NewCounterFunc(promtext.Opts{Name: name, Help: help}, func() float64 { return get(l.Stats()) })
 	}
-	cs := []prometheus.Collector{
+	cs := []promtext.Collector{
 		gauge("saga_journal_segments", "Journal segment files on disk.", func(s wal.Stats) float64 { return float64(s.SegmentFiles) }),
 		gauge("saga_journal_disk_bytes", "Size of the journal's segment files (preallocated: their disk use). journal.retention.max_size bounds it.", func(s wal.Stats) float64 { return float64(s.SegmentBytes) }),
 		gauge("saga_journal_first_seq", "The first record the journal still holds (retention deletes segments behind the oldest checkpoint).", func(s wal.Stats) float64 { return float64(s.FirstSeq) }),
 		gauge("saga_journal_checkpoint_seq", "The record the newest checkpoint covers (0: none); a restart replays only the records after it.", func(s wal.Stats) float64 { return float64(s.CheckpointSeq) }),
 		gauge("saga_journal_durable_seq", "The last record fdatasynced.", func(wal.Stats) float64 { return float64(l.DurableSeq()) }),
 		counter("saga_journal_checkpoints_total", "Checkpoints written by this process.", func(s wal.Stats) float64 { return float64(s.Checkpoints) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		promtext.NewGaugeFunc(promtext.Opts{
 			Name: "saga_journal_verified",
 			Help: "The verification of every journal record after start (the start itself reads only what follows the newest checkpoint): 1 clean, 0 damage found (see the log), -1 not finished.",
 		}, func() float64 { return float64(m.journalVerified.Load()) }),
 		counter("saga_journal_segments_deleted_total", "Segments retention deleted (archived first if journal.retention.archive_dir is set).", func(s wal.Stats) float64 { return float64(s.SegmentsDeleted) }),
 	}
 	if ck := res.Checkpointer; ck != nil {
-		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		cs = append(cs, promtext.NewGaugeFunc(promtext.Opts{
 			Name: "saga_journal_checkpointer_up",
 			Help: "1 while checkpoints are kept; 0 once the checkpointer stopped (its replay could not follow the journal: see the log). Restarts then replay more, and retention stops.",
 		}, func() float64 {
@@ -321,17 +316,20 @@ func (m *metrics) leaseEnded(reason string) {
 type stateCollector struct {
 	sup atomic.Pointer[Supervisor]
 
-	ready, halted, openSagas, leases   *prometheus.Desc
-	supplyVolts, supplyTripped, actCmd *prometheus.Desc
+	ready, halted, openSagas, leases   *promtext.Desc
+	supplyVolts, supplyTripped, actCmd *promtext.Desc
 
-	serialUp, serialFrames, serialCRC, serialRetx, serialLost *prometheus.Desc
+	serialUp, serialFrames, serialCRC, serialRetx, serialLost *promtext.Desc
 
-	lanes, laneReplays, laneDropped *prometheus.Desc
+	lanes, laneReplays, laneDropped *promtext.Desc
 }
 
 func newStateCollector() *stateCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
+	d := func(name, help string, labels ...string) *promtext.Desc {
+		return promtext.NewDesc(name, help, promtext.GaugeKind, labels...)
+	}
+	c := func(name, help string, labels ...string) *promtext.Desc {
+		return promtext.NewDesc(name, help, promtext.CounterKind, labels...)
 	}
 	return &stateCollector{
 		ready:         d("saga_ready", "1 when the supervisor admits commands (fail-closed: every not-ready reason is in /readyz), else 0."),
@@ -342,68 +340,60 @@ func newStateCollector() *stateCollector {
 		supplyTripped: d("saga_supply_tripped", "1 while a supply's trip is latched, else 0.", "supply"),
 		actCmd:        d("saga_actuator_commanded", "The value last commanded to an actuator, in its own unit (degrees, duty, 0/1).", "actuator"),
 		serialUp:      d("saga_serial_link_up", "1 while the serial session with a microcontroller board is up, else 0.", "mcu"),
-		serialFrames:  d("saga_serial_frames_received_total", "Valid frames received from a board.", "mcu"),
-		serialCRC:     d("saga_serial_crc_errors_total", "Candidate frames from a board dropped for a CRC mismatch (line noise, garbage).", "mcu"),
-		serialRetx:    d("saga_serial_retransmits_total", "Requests sent to a board again for want of an answer.", "mcu"),
-		serialLost:    d("saga_serial_sessions_lost_total", "Sessions with a board that ended: silence, no answer, port gone, board reset or watchdog.", "mcu"),
+		serialFrames:  c("saga_serial_frames_received_total", "Valid frames received from a board.", "mcu"),
+		serialCRC:     c("saga_serial_crc_errors_total", "Candidate frames from a board dropped for a CRC mismatch (line noise, garbage).", "mcu"),
+		serialRetx:    c("saga_serial_retransmits_total", "Requests sent to a board again for want of an answer.", "mcu"),
+		serialLost:    c("saga_serial_sessions_lost_total", "Sessions with a board that ended: silence, no answer, port gone, board reset or watchdog.", "mcu"),
 		lanes:         d("saga_ingress_lanes", "Agents with a lane (a queue and a rate limit) now."),
-		laneReplays:   d("saga_ingress_replays_total", "Requests sent again (same lease, id and fields) and answered with their first reply, not served twice."),
-		laneDropped:   d("saga_ingress_replies_dropped_total", "Refusal replies not sent: the agent sent requests faster than their refusals could leave."),
+		laneReplays:   c("saga_ingress_replays_total", "Requests sent again (same lease, id and fields) and answered with their first reply, not served twice."),
+		laneDropped:   c("saga_ingress_replies_dropped_total", "Refusal replies not sent: the agent sent requests faster than their refusals could leave."),
 	}
 }
 
 func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 
-// Describe implements prometheus.Collector.
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
-		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped} {
-		ch <- d
-	}
+// Describe implements promtext.Collector.
+func (c *stateCollector) Describe() []*promtext.Desc {
+	return []*promtext.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
+		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped}
 }
 
-// Collect implements prometheus.Collector.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect implements promtext.Collector.
+func (c *stateCollector) Collect(sink *promtext.Sink) {
 	s := c.sup.Load()
 	if s == nil {
-		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, 0)
+		sink.Value(c.ready, 0)
 		return
 	}
 	st := s.Status()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	gauge(c.ready, bit(st.Ready))
-	gauge(c.halted, bit(st.Halted))
-	gauge(c.openSagas, float64(len(st.OpenSagas)))
-	gauge(c.leases, float64(len(st.Leases)))
+	sink.Value(c.ready, bit(st.Ready))
+	sink.Value(c.halted, bit(st.Halted))
+	sink.Value(c.openSagas, float64(len(st.OpenSagas)))
+	sink.Value(c.leases, float64(len(st.Leases)))
 	for _, sp := range st.Supplies {
 		if sp.Known {
-			gauge(c.supplyVolts, sp.Volts, sp.Name)
+			sink.Value(c.supplyVolts, sp.Volts, sp.Name)
 		}
-		gauge(c.supplyTripped, bit(sp.Tripped), sp.Name)
+		sink.Value(c.supplyTripped, bit(sp.Tripped), sp.Name)
 	}
 	for _, a := range st.Actuators {
-		gauge(c.actCmd, a.Commanded, a.Name)
+		sink.Value(c.actCmd, a.Commanded, a.Name)
 	}
 	ls := s.lanes.Stats()
-	gauge(c.lanes, float64(ls.Lanes))
-	ch <- prometheus.MustNewConstMetric(c.laneReplays, prometheus.CounterValue, float64(ls.Replayed))
-	ch <- prometheus.MustNewConstMetric(c.laneDropped, prometheus.CounterValue, float64(ls.RepliesDropped))
-	counter := func(d *prometheus.Desc, v uint64, label string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
-	}
+	sink.Value(c.lanes, float64(ls.Lanes))
+	sink.Value(c.laneReplays, float64(ls.Replayed))
+	sink.Value(c.laneDropped, float64(ls.RepliesDropped))
 	for _, in := range s.opt.Inputs {
 		m, ok := in.(interface{ Link() wiring.LinkStats })
 		if !ok {
 			continue
 		}
 		st := m.Link()
-		gauge(c.serialUp, bit(in.Ready() == nil), st.Name)
-		counter(c.serialFrames, st.Frames, st.Name)
-		counter(c.serialCRC, st.BadCRC, st.Name)
-		counter(c.serialRetx, st.Retransmits, st.Name)
-		counter(c.serialLost, st.SessionsLost, st.Name)
+		sink.Value(c.serialUp, bit(in.Ready() == nil), st.Name)
+		sink.Value(c.serialFrames, float64(st.Frames), st.Name)
+		sink.Value(c.serialCRC, float64(st.BadCRC), st.Name)
+		sink.Value(c.serialRetx, float64(st.Retransmits), st.Name)
+		sink.Value(c.serialLost, float64(st.SessionsLost), st.Name)
 	}
 }
 
@@ -414,7 +404,7 @@ func bit(b bool) float64 {
 	return 0
 }
 
-// Registry is the Prometheus registry the supervisor's metrics are on
-// (Options.Registry, or its own): serve it with promhttp.HandlerFor, as
-// HTTPHandler does on /metrics.
-func (s *Supervisor) Registry() *prometheus.Registry { return s.metrics.reg }
+// Registry is the registry the supervisor's metrics are on
+// (Options.Registry, or its own): HTTPHandler serves it on /metrics, and
+// the daemon adds its own metrics to it.
+func (s *Supervisor) Registry() *promtext.Registry { return s.metrics.reg }

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext/promtexttest"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
@@ -164,7 +165,7 @@ func TestMetricsFollowCommands(t *testing.T) {
 		`saga_actuator_commanded{actuator="shoulder"}`: 10,
 	})
 
-	problems, err := testutil.GatherAndLint(sup.Registry())
+	problems, err := testutil.GatherAndLint(promtexttest.Gatherer(sup.Registry()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,8 +211,8 @@ func expect(t *testing.T, got, want map[string]float64) {
 // collector is fine); a second supervisor on the same registry is refused
 // before it touches its journal, and leaves the first one's metrics alone.
 func TestMetricsOnRegistryPassedIn(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector())
+	reg := promtext.NewRegistry()
+	reg.MustRegister(promtext.NewGoCollector())
 	dir := t.TempDir()
 	build := func(sub string) *supervisor.Built {
 		cfg := config.Default()
@@ -240,7 +241,7 @@ func TestMetricsOnRegistryPassedIn(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "two", "journal")); !os.IsNotExist(err) {
 		t.Fatalf("the refused supervisor touched its journal: %v", err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "saga_commands_total", "saga_ready"); err != nil || n == 0 {
+	if n, err := testutil.GatherAndCount(promtexttest.Gatherer(reg), "saga_commands_total", "saga_ready"); err != nil || n == 0 {
 		t.Fatalf("first supervisor's metrics after the refused second: %d (%v)", n, err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/wal"
@@ -62,7 +60,7 @@ func TestRefusalFloodIsJournaledInAggregate(t *testing.T) {
 			if err := s.journal.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if got := testutil.ToFloat64(s.metrics.refusals.WithLabelValues(code)); got != n {
+			if got := s.metrics.refusals.WithLabelValues(code).Value(); got != n {
 				t.Fatalf("saga_refusals_total{code=%q} = %g, want %d", code, got, n)
 			}
 			single, counted := 0, 0

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext/promtexttest"
+
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim/mcu"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
@@ -62,14 +64,14 @@ func TestSerialLinkMetrics(t *testing.T) {
 # TYPE saga_serial_link_up gauge
 saga_serial_link_up{mcu="pico"} 1
 `
-	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(want), "saga_serial_link_up"); err != nil {
+	if err := testutil.GatherAndCompare(promtexttest.Gatherer(s.Registry()), strings.NewReader(want), "saga_serial_link_up"); err != nil {
 		t.Error(err)
 	}
-	if n, err := testutil.GatherAndCount(s.Registry(), "saga_serial_frames_received_total", "saga_serial_crc_errors_total",
+	if n, err := testutil.GatherAndCount(promtexttest.Gatherer(s.Registry()), "saga_serial_frames_received_total", "saga_serial_crc_errors_total",
 		"saga_serial_retransmits_total", "saga_serial_sessions_lost_total"); err != nil || n != 4 {
 		t.Errorf("serial counters: %d series, %v", n, err)
 	}
-	if problems, err := testutil.GatherAndLint(s.Registry()); err != nil || len(problems) != 0 {
+	if problems, err := testutil.GatherAndLint(promtexttest.Gatherer(s.Registry())); err != nil || len(problems) != 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 	if st := s.Status(); !st.Ready {

@@ -12,10 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
@@ -56,7 +55,7 @@ type Options struct {
 	Logger    *slog.Logger
 	// Registry receives the supervisor's metrics (with the Go and process
 	// collectors). nil: a registry of its own; see Supervisor.Registry.
-	Registry *prometheus.Registry
+	Registry *promtext.Registry
 	// Inputs are safety inputs (an e-stop, a controller board's link):
 	// each one not ready makes the supervisor not ready.
 	Inputs []Input

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext/promtexttest"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/bench"
 	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
@@ -88,15 +90,15 @@ func plainBinary(t *testing.T) string {
 
 // The trimmer's metrics pass the Prometheus linter and read its counts.
 func TestMemoryMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := promtext.NewRegistry()
 	tr := memtrim.Start(memtrim.Options{Every: time.Hour})
 	defer tr.Stop()
 	registerMemoryMetrics(reg, tr)
-	problems, err := testutil.GatherAndLint(reg)
+	problems, err := testutil.GatherAndLint(promtexttest.Gatherer(reg))
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("lint: %v %v", err, problems)
 	}
-	if n, err := testutil.GatherAndCount(reg, "saga_memory_trims_total", "saga_memory_returned_bytes_total"); err != nil || n != 2 {
+	if n, err := testutil.GatherAndCount(promtexttest.Gatherer(reg), "saga_memory_trims_total", "saga_memory_returned_bytes_total"); err != nil || n != 2 {
 		t.Fatalf("%d series (%v), want 2", n, err)
 	}
 }

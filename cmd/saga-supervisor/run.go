@@ -14,14 +14,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/internal/logging"
 	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
+	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -179,12 +178,12 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, t
 
 // registerMemoryMetrics exports what the trimmer did:
 // saga_memory_trims_total and saga_memory_returned_bytes_total.
-func registerMemoryMetrics(reg *prometheus.Registry, t *memtrim.Trimmer) {
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+func registerMemoryMetrics(reg *promtext.Registry, t *memtrim.Trimmer) {
+	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_memory_trims_total",
 		Help: "Times the daemon returned free heap to the system while quiet: what a burst of traffic left behind, or its own idle garbage.",
 	}, func() float64 { return float64(t.Stats().Trims) }))
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_memory_returned_bytes_total",
 		Help: "Bytes of free heap those trims returned to the system.",
 	}, func() float64 { return float64(t.Stats().Returned) }))

@@ -5,7 +5,8 @@ import (
 
 	pgpio "periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
-	"periph.io/x/host/v3"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/pihost"
 )
 
 // lookup initialises periph's host drivers (once; later calls are cheap)
@@ -14,10 +15,10 @@ func lookup(name string) (pgpio.PinIO, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: no pin name", ErrConfig)
 	}
-	if _, err := host.Init(); err != nil {
+	if _, err := pihost.Init(); err != nil {
 		return nil, fmt.Errorf("gpio: pin %s: periph host init: %w", name, err)
 	}
-	// On a machine without GPIO host.Init succeeds and registers nothing, so
+	// On a machine without GPIO pihost.Init succeeds and registers nothing, so
 	// the nil check is the real "no such pin" test.
 	p := gpioreg.ByName(name)
 	if p == nil {

@@ -356,32 +356,28 @@ func (d *benchDoor) close() error {
 // include every pair in match: a counter's value, or a histogram's sample
 // count (sum false) or sum of samples (sum true).
 func (d *benchDoor) metric(name string, match map[string]string, sum bool) (float64, error) {
-	mfs, err := d.sup.Registry().Gather()
-	if err != nil {
-		return 0, fmt.Errorf("reading the supervisor's metrics: %w", err)
-	}
 	var total float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
+	for _, f := range d.sup.Registry().Gather() {
+		if f.Desc.Name != name {
 			continue
 		}
-		for _, m := range mf.GetMetric() {
+		for _, m := range f.Samples {
 			matched := 0
-			for _, lp := range m.GetLabel() {
-				if v, ok := match[lp.GetName()]; ok && v == lp.GetValue() {
+			for _, lp := range m.Labels {
+				if v, ok := match[lp.Name]; ok && v == lp.Value {
 					matched++
 				}
 			}
 			if matched != len(match) {
 				continue
 			}
-			switch h := m.GetHistogram(); {
-			case m.GetCounter() != nil:
-				total += m.GetCounter().GetValue()
-			case h != nil && sum:
-				total += h.GetSampleSum()
-			case h != nil:
-				total += float64(h.GetSampleCount())
+			switch h := m.Dist; {
+			case h == nil:
+				total += m.Value
+			case sum:
+				total += h.Sum
+			default:
+				total += float64(h.Count)
 			}
 		}
 	}

@@ -70,6 +70,16 @@ func init() {
 		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/..."} {
 		rules = append(rules, rule{from: lib, why: "the command line's packages sit above the library", forbid: commandPackages})
 	}
+	// The binary's size budget (make size, docs/DESIGN.md "Memory"): the
+	// template packages call methods by name, after which the linker keeps
+	// every exported method of every type it links (2.2 MB on arm64), and
+	// client_golang links protobuf (2.1 MB); internal/promtext serves
+	// /metrics. Test files, and promtexttest which only they import, may.
+	for _, from := range append([]string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",
+		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/...", "internal/promtext"}, commandPackages...) {
+		rules = append(rules, rule{from: from, why: "the binary's size budget: no templates, no client_golang or protobuf",
+			forbid: []string{"std:text/template/...", "std:html/template", "github.com/prometheus/...", "google.golang.org/protobuf/..."}})
+	}
 }
 
 // match reports whether import path path matches pattern: a path of this
