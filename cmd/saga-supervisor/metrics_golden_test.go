@@ -26,8 +26,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/metrics.golden f
 // histograms, the bucket bounds — is the one testdata/metrics.golden
 // records: dashboards and alert rules are written against them. The
 // saga_ families' series present at start (their label values) are
-// recorded too; the Go runtime's and the process's only by name, as their
-// values (go_info's version) depend on the build.
+// recorded too; the Go runtime's and the process's, and the build info,
+// only by name, as their values (go_info's version) depend on the build.
 func TestMetricsGolden(t *testing.T) {
 	d := daemontest.Start(t, "", nil)
 	tr := memtrim.Start(memtrim.Options{Every: time.Hour})
@@ -93,7 +93,9 @@ func describeFamilies(fams map[string]*dto.MetricFamily) string {
 				labels[l.GetName()] = true
 				lv = append(lv, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 			}
-			if strings.HasPrefix(name, "saga_") {
+			// The build's info is recorded by its label names only: their
+			// values (version, commit, Go) are the build's.
+			if strings.HasPrefix(name, "saga_") && name != "saga_supervisor_build_info" {
 				lines = append(lines, fmt.Sprintf("%s series {%s}", name, strings.Join(lv, ",")))
 			}
 			if h := m.GetHistogram(); h != nil && bounds == nil {
