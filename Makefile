@@ -15,19 +15,36 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test lint fuzz check bench cross clean hil soak install install-files deb deb-test size
+.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
-# test is what CI runs (through .ci/run): formatting, vet, the race-enabled
-# suite, every fuzz target for a bounded time, the model check to its full
-# bound, and the hardware-in-the-loop scenarios on simulated boards.
+# test is the README's test command: formatting, vet, the race-enabled
+# suite with -short (each decoder's fuzz corpus runs as a test; the long
+# tests run short or are left to test-long), and the hardware-in-the-loop
+# scenarios on simulated boards. It must stay within 10 minutes on a
+# two-core machine.
+TESTPKGS = $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
 test: lint
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
+	$(GO) test -race -short -count=1 $(TESTPKGS)
+	$(MAKE) hil
+
+# LONG_TESTS run short (or not at all) under -short, and in full here; the
+# list is kept whole by internal/longtest (TestLongTestsAreListed).
+LONG_TESTS := TestTorture TestHostile TestRSSBackNearIdleAfterAFlood \
+	TestRepliesInOrderAcrossSIGSTOP TestBenchMQTT TestFleetOfTwentyOnMosquitto \
+	TestEncodeMaxReports TestCrashRandomSeeds TestCheckProperties TestSuiteCatchesMutants
+empty :=
+space := $(empty) $(empty)
+
+# test-long is the rest of what CI runs (.ci/run runs test, then this):
+# the long tests in full, every fuzz target for FUZZTIME, and the model
+# check to its full bound.
+test-long:
+	$(GO) test -race -count=1 -timeout 30m -run '^($(subst $(space),|,$(strip $(LONG_TESTS))))$$' $(TESTPKGS)
 	$(MAKE) fuzz
 	$(MAKE) check
-	$(MAKE) hil
 
 # check model-checks the real engine, journal and recovery (docs/PROOF.md):
 # every case up to 6 steps, two interleaved sagas, a power cut before every

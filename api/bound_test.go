@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
@@ -22,10 +23,13 @@ var theMaxes = []int{512, MinEncodeBytes, 4096, 65536, 268435455}
 // the bounds from 512 to 4096 start to bite), then the edges around 1000
 // and 5000, and one between. Each costs a few full encodings per bound, so
 // the large ones are few: this runs under -race.
-func stepCounts() []int {
+func stepCounts(short bool) []int {
 	var ns []int
 	for n := 0; n <= 40; n++ {
 		ns = append(ns, n)
+	}
+	if short {
+		return append(ns, 100, 1000)
 	}
 	return append(ns, 100, 999, 1000, 1001, 2500, 5000)
 }
@@ -228,13 +232,14 @@ func checkReplyFull(t testing.TB, r Reply, full []byte, max int) []byte {
 // identical when the whole fits, id, ok, code and verdict kept, counts
 // over all steps, kept steps chosen by the policy.
 func TestEncodeMaxReports(t *testing.T) {
+	short := longtest.Short(t)
 	var mu sync.Mutex
 	summarised := map[int]int{}
 	t.Run("grid", func(t *testing.T) {
 		for _, sh := range shapes {
 			t.Run(sh.name, func(t *testing.T) {
 				t.Parallel()
-				for _, n := range stepCounts() {
+				for _, n := range stepCounts(short) {
 					if n > 40 && !sh.large {
 						continue
 					}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/actuators/actuatorstest"
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 )
 
 // mem is an in-memory driver that keeps every promise of package
@@ -192,9 +193,7 @@ func TestMutant(t *testing.T) {
 // TestSuiteCatchesMutants shows that checks can fail: each mutant breaks
 // one promise, and the suite must fail it in the named subtest.
 func TestSuiteCatchesMutants(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: runs a child process per mutant (make test runs it)")
-	}
+	longtest.Skip(t) // a child process per mutant
 	for mutant, check := range map[string]string{
 		"nan_plain":          "TestMutant/not_applied", // NaN refused without ErrNotApplied
 		"doubt_lies":         "TestMutant/in_doubt",    // an in-doubt failure claims not applied

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
@@ -15,6 +16,7 @@ import (
 // what it reports and that it leaves nothing behind. Like TestBench it
 // asserts no speed: the figures are the command's to report.
 func TestBenchMQTT(t *testing.T) {
+	longtest.Skip(t)
 	dir := t.TempDir()
 	small := []string{"--n", "10", "--halts", "2", "--agents", "3", "--agents-time", "100ms", "--expiries", "2", "--dir", dir}
 

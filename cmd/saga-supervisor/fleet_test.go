@@ -17,6 +17,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
 	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -106,7 +107,10 @@ func retained(t *testing.T, broker, filter string) map[string][]byte {
 // Home Assistant's discovered button, one by its e-stop topic; one killed
 // with SIGKILL shows OFFLINE through its will.
 func TestFleetOfTwentyOnMosquitto(t *testing.T) {
-	const n = 20
+	n := 20
+	if longtest.Short(t) {
+		n = 5
+	}
 	broker := startMosquitto(t)
 	procs := make([]*exec.Cmd, n)
 	outs := make([]*syncBuffer, n)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
@@ -49,6 +50,7 @@ var hostileFlood = flag.Int("hostile.flood", 3000, "steps a second the flooder o
 // and the oversize report comes last (if it knocks the supervisor off its
 // broker, nothing after it could be trusted).
 func TestHostile(t *testing.T) {
+	longtest.Skip(t)
 	for _, kind := range []string{"mosquitto", "embedded"} {
 		t.Run(kind, func(t *testing.T) {
 			began := time.Now()

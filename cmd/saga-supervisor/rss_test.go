@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext/promtexttest"
 
@@ -40,6 +41,7 @@ const (
 // SAGA_TEST_RSS_DAEMON names another binary to measure instead, to see
 // the test fail on an older build.
 func TestRSSBackNearIdleAfterAFlood(t *testing.T) {
+	longtest.Skip(t)
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/PID/status")
 	}
