@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,7 +34,7 @@ const (
 // slow or idle client from holding a connection (and a goroutine) forever.
 // The write timeout leaves room for a status that reads back every actuator.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -44,11 +43,20 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
+	// Shutdown waits for handlers to return: the dashboard's streams
+	// never would on their own.
+	if sc, ok := h.(*apiHandler); ok {
+		srv.RegisterOnShutdown(sc.closeStreams)
+	}
+	return srv
 }
 
 // HTTPHandler serves the daemon's HTTP interface:
 //
-//	GET  /               a status page (plain HTML, refreshes every second)
+//	GET  /               the live dashboard (web/, embedded; dashboard.go),
+//	                     with /dashboard.js and /dashboard.css
+//	GET  /api/v1/events  the dashboard's snapshots, as Server-Sent Events
+//	GET  /api/v1/dashboard  one snapshot, as JSON
 //	GET  /healthz        200 "ok" while the process serves (liveness)
 //	GET  /readyz         200 "ready", or 503 with the reasons, one per line
 //	GET  /metrics        Prometheus metrics (Registry)
@@ -66,7 +74,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
 func (s *Supervisor) HTTPHandler() http.Handler {
-	h := &httpAPI{s: s, limit: s.resetLimit, page: template.Must(template.New("status").Funcs(template.FuncMap{"num": fmtNum}).Parse(statusPage))}
+	h := &httpAPI{s: s, limit: s.resetLimit, closed: make(chan struct{})}
 	mux := http.NewServeMux()
 	// Each route is registered with its method and without: the second,
 	// less specific pattern catches every other method, so a 405 is JSON
@@ -75,7 +83,11 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 		mux.Handle(method+" "+path, fn)
 		mux.HandleFunc(path, methodNotAllowed(method))
 	}
-	route(http.MethodGet, "/{$}", http.HandlerFunc(h.dashboard))
+	route(http.MethodGet, "/{$}", h.page("index.html"))
+	route(http.MethodGet, "/dashboard.js", h.page("dashboard.js"))
+	route(http.MethodGet, "/dashboard.css", h.page("dashboard.css"))
+	route(http.MethodGet, "/api/v1/events", http.HandlerFunc(h.events))
+	route(http.MethodGet, "/api/v1/dashboard", http.HandlerFunc(h.dashboardJSON))
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
 	route(http.MethodGet, "/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
@@ -95,18 +107,32 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Status changes from one request to the next: nothing is cached.
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		mux.ServeHTTP(w, r)
-	})
+	return &apiHandler{mux: mux, api: h}
 }
+
+// apiHandler is HTTPHandler's handler: the routes, and a way for the
+// server's Shutdown to end the dashboard streams it serves.
+type apiHandler struct {
+	mux  *http.ServeMux
+	api  *httpAPI
+	once sync.Once
+}
+
+func (a *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Status changes from one request to the next: nothing is cached.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	a.mux.ServeHTTP(w, r)
+}
+
+// closeStreams ends the dashboard streams this handler serves.
+func (a *apiHandler) closeStreams() { a.once.Do(func() { close(a.api.closed) }) }
 
 type httpAPI struct {
 	s     *Supervisor
 	limit *resetLimiter
-	page  *template.Template
+	// closed ends this handler's dashboard streams (server shutdown).
+	closed chan struct{}
 }
 
 // APIRequestHeader, set to "1", marks a POST as made by a program, like
@@ -407,98 +433,3 @@ func writeText(w http.ResponseWriter, status int, s string) {
 	w.WriteHeader(status)
 	io.WriteString(w, s)
 }
-
-// dashboard renders the status page: plain HTML, no script, no external
-// asset, escaped by html/template, refreshed by the browser every second.
-func (h *httpAPI) dashboard(w http.ResponseWriter, _ *http.Request) {
-	view := struct {
-		Status
-		At string
-	}{h.s.Status(), time.Now().Format("15:04:05")}
-	var buf bytes.Buffer
-	if err := h.page.Execute(&buf, view); err != nil {
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error: rendering the page: "+err.Error(), nil)
-		return
-	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusOK)
-	w.Write(buf.Bytes())
-}
-
-// fmtNum formats a float or *float64 for the page ("–" for none).
-func fmtNum(v any) string {
-	var f float64
-	switch x := v.(type) {
-	case float64:
-		f = x
-	case *float64:
-		if x == nil {
-			return "–"
-		}
-		f = *x
-	default:
-		return fmt.Sprint(v)
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f", f)
-}
-
-const statusPage = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="refresh" content="1">
-<title>saga-supervisor</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.3em; } h2 { font-size: 1.05em; margin-top: 1.4em; }
-.state { display: inline-block; padding: .3em .8em; border-radius: .3em; font-weight: bold; color: #fff; }
-.ok { background: #2a7d2a; } .bad { background: #b3261e; } .warn { background: #b36b00; }
-table { border-collapse: collapse; } td, th { padding: .2em .8em; border-bottom: 1px solid #ddd; text-align: left; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-.muted { color: #777; }
-</style>
-</head>
-<body>
-<h1>saga-supervisor</h1>
-<p>
-{{if .Halted}}<span class="state bad">HALTED</span>{{else if .Ready}}<span class="state ok">READY</span>{{else}}<span class="state warn">NOT READY</span>{{end}}
-<span class="muted">as of {{.At}}</span>
-</p>
-{{if .Halted}}<p>Halt: {{.HaltWhy}}</p>{{end}}
-{{if .Reasons}}<ul>{{range .Reasons}}<li>{{.}}</li>{{end}}</ul>{{end}}
-
-<h2>Supplies</h2>
-{{if .Supplies}}<table>
-<tr><th>supply</th><th>volts</th><th>state</th><th>on trip</th></tr>
-{{range .Supplies}}<tr><td>{{.Name}}</td><td class="n">{{if .Known}}{{num .Volts}}{{else}}–{{end}}</td>
-<td>{{if .Tripped}}tripped{{else if .Stale}}stale{{else if not .Known}}unknown{{else}}ok{{end}}{{with .Code}} ({{.}}){{end}}{{with .ReadError}} — {{.}}{{end}}</td><td>{{.Action}}</td></tr>
-{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Actuators</h2>
-<table>
-<tr><th>actuator</th><th>kind</th><th>commanded</th><th>read back</th></tr>
-{{range .Actuators}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td class="n">{{num .Commanded}}</td><td class="n">{{num .ReadBack}}{{with .Error}} — {{.}}{{end}}</td></tr>
-{{end}}</table>
-
-<h2>Leases</h2>
-{{if .Leases}}<table>
-<tr><th>agent</th><th>TTL</th><th>expires in</th></tr>
-{{range .Leases}}<tr><td>{{.Agent}}</td><td class="n">{{.TTLMS}} ms</td><td class="n">{{num .ExpiresIn}} s</td></tr>
-{{end}}</table>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Open sagas</h2>
-{{if .OpenSagas}}<p>{{range $i, $id := .OpenSagas}}{{if $i}}, {{end}}{{$id}}{{end}}</p>{{else}}<p class="muted">none</p>{{end}}
-
-<h2>Journal</h2>
-<p>{{.Journal.Dir}}: last record {{.Journal.LastSeq}}, durable {{.Journal.Durable}}, {{.Journal.Replayed}} replayed at start.
-{{with .Journal.TailCut}}<br>Torn tail cut at start: {{.}}{{end}}
-{{with .Journal.Error}}<br><strong>Failed: {{.}}</strong>{{end}}</p>
-<p class="muted"><a href="/api/v1/status">status JSON</a> · <a href="/metrics">metrics</a> · <a href="/readyz">readyz</a></p>
-</body>
-</html>
-`
