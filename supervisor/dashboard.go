@@ -37,7 +37,7 @@ const (
 	dashEvery  = 250 * time.Millisecond
 	dashRepeat = time.Second
 	// tailEvery is how often the journal's tail is read back.
-	tailEvery = time.Second
+	tailEvery = 500 * time.Millisecond
 	// heartbeatEvery sends an SSE comment on a quiet stream, so a dead
 	// connection is found by a failed write.
 	heartbeatEvery = 10 * time.Second
