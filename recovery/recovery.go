@@ -40,6 +40,10 @@ type Result struct {
 	Opened wal.OpenReport
 	// Replayed is how many records rebuilt the engine's state.
 	Replayed uint64
+	// Rebuilt is the durable record the state was rebuilt up to: a reader
+	// of the journal (the dashboard's tail) follows it from there with
+	// wal.Log.Follow, reading only what was written after.
+	Rebuilt wal.Position
 	// Mismatches are the actuators found at start elsewhere than the
 	// journal said (adopted, and recovery halted).
 	Mismatches []rollback.Mismatch
@@ -130,6 +134,7 @@ func Open(opt Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)
 	}
+	res.Rebuilt = pos
 	snap, err := shadow.Snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("recovery: rebuilding state: %w", err)

@@ -26,6 +26,8 @@ type OpenStep struct {
 	Outcome Outcome
 	// Bucket is where an unwind settled the step, "" if it has not.
 	Bucket Bucket
+	// Target is the value the step commanded (after a clamp).
+	Target float64
 }
 
 // Sagas returns the engine's open sagas in id order, with their owners
@@ -36,7 +38,7 @@ func (e *Engine) Sagas() []OpenSaga {
 	for _, s := range e.sagas {
 		o := OpenSaga{ID: s.id, Owner: s.owner, AbortReason: s.abortWhy, Steps: make([]OpenStep, 0, len(s.steps))}
 		for _, sp := range s.steps {
-			o.Steps = append(o.Steps, OpenStep{N: sp.n, Actuator: sp.actName, Outcome: sp.outcome, Bucket: sp.bucket})
+			o.Steps = append(o.Steps, OpenStep{N: sp.n, Actuator: sp.actName, Outcome: sp.outcome, Bucket: sp.bucket, Target: sp.target})
 		}
 		out = append(out, o)
 	}

@@ -65,15 +65,15 @@ func TestSagasListsOpenSagasWithOwnersAndSteps(t *testing.T) {
 		want []OpenSaga
 	}{
 		{bIntent, []OpenSaga{
-			{ID: a, Owner: r.owner, Steps: []OpenStep{{1, "shoulder", Applied, ""}, {2, "elbow", Applied, ""}}},
-			{ID: b, Owner: other, Steps: []OpenStep{{1, "base", "", ""}}},
+			{ID: a, Owner: r.owner, Steps: []OpenStep{{1, "shoulder", Applied, "", 30}, {2, "elbow", Applied, "", 40}}},
+			{ID: b, Owner: other, Steps: []OpenStep{{1, "base", "", "", 7}}},
 		}},
 		{elbowSettled, []OpenSaga{
 			{ID: a, Owner: r.owner, AbortReason: "changed its mind",
-				Steps: []OpenStep{{1, "shoulder", Applied, ""}, {2, "elbow", Applied, Compensated}}},
-			{ID: b, Owner: other, Steps: []OpenStep{{1, "base", Applied, ""}}},
+				Steps: []OpenStep{{1, "shoulder", Applied, "", 30}, {2, "elbow", Applied, Compensated, 40}}},
+			{ID: b, Owner: other, Steps: []OpenStep{{1, "base", Applied, "", 7}}},
 		}},
-		{len(recs), []OpenSaga{{ID: b, Owner: other, Steps: []OpenStep{{1, "base", Applied, ""}}}}},
+		{len(recs), []OpenSaga{{ID: b, Owner: other, Steps: []OpenStep{{1, "base", Applied, "", 7}}}}},
 	}
 	for _, c := range cuts {
 		e, _ := replayEngine(t, r, Retrace)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
@@ -31,7 +32,7 @@ const (
 // slow or idle client from holding a connection (and a goroutine) forever.
 // The write timeout leaves room for a status that reads back every actuator.
 func NewHTTPServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -40,11 +41,20 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
+	// Shutdown waits for handlers to return: the dashboard's streams
+	// never would on their own.
+	if sc, ok := h.(*apiHandler); ok {
+		srv.RegisterOnShutdown(sc.closeStreams)
+	}
+	return srv
 }
 
 // HTTPHandler serves the daemon's HTTP interface:
 //
-//	GET  /               a status page (plain HTML, refreshes every second)
+//	GET  /               the live dashboard (web/, embedded; dashboard.go),
+//	                     with /dashboard.js and /dashboard.css
+//	GET  /api/v1/events  the dashboard's snapshots, as Server-Sent Events
+//	GET  /api/v1/dashboard  one snapshot, as JSON
 //	GET  /healthz        200 "ok" while the process serves (liveness)
 //	GET  /readyz         200 "ready", or 503 with the reasons, one per line
 //	GET  /metrics        Prometheus metrics (Registry)
@@ -62,7 +72,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
 func (s *Supervisor) HTTPHandler() http.Handler {
-	h := &httpAPI{s: s, limit: s.resetLimit}
+	h := &httpAPI{s: s, limit: s.resetLimit, closed: make(chan struct{})}
 	mux := http.NewServeMux()
 	// Each route is registered with its method and without: the second,
 	// less specific pattern catches every other method, so a 405 is JSON
@@ -71,7 +81,11 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 		mux.Handle(method+" "+path, fn)
 		mux.HandleFunc(path, methodNotAllowed(method))
 	}
-	route(http.MethodGet, "/{$}", http.HandlerFunc(h.dashboard))
+	route(http.MethodGet, "/{$}", h.page("index.html"))
+	route(http.MethodGet, "/dashboard.js", h.page("dashboard.js"))
+	route(http.MethodGet, "/dashboard.css", h.page("dashboard.css"))
+	route(http.MethodGet, "/api/v1/events", http.HandlerFunc(h.events))
+	route(http.MethodGet, "/api/v1/dashboard", http.HandlerFunc(h.dashboardJSON))
 	route(http.MethodGet, "/healthz", http.HandlerFunc(h.healthz))
 	route(http.MethodGet, "/readyz", http.HandlerFunc(h.readyz))
 	route(http.MethodGet, "/metrics", s.metrics.reg.Handler(promtext.HandlerOpts{
@@ -89,17 +103,32 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Status changes from one request to the next: nothing is cached.
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		mux.ServeHTTP(w, r)
-	})
+	return &apiHandler{mux: mux, api: h}
 }
+
+// apiHandler is HTTPHandler's handler: the routes, and a way for the
+// server's Shutdown to end the dashboard streams it serves.
+type apiHandler struct {
+	mux  *http.ServeMux
+	api  *httpAPI
+	once sync.Once
+}
+
+func (a *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Status changes from one request to the next: nothing is cached.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	a.mux.ServeHTTP(w, r)
+}
+
+// closeStreams ends the dashboard streams this handler serves.
+func (a *apiHandler) closeStreams() { a.once.Do(func() { close(a.api.closed) }) }
 
 type httpAPI struct {
 	s     *Supervisor
 	limit *resetLimiter
+	// closed ends this handler's dashboard streams (server shutdown).
+	closed chan struct{}
 }
 
 // APIRequestHeader, set to "1", marks a POST as made by a program, like
@@ -400,16 +429,4 @@ func writeText(w http.ResponseWriter, status int, s string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
 	io.WriteString(w, s)
-}
-
-// dashboard renders the status page (statuspage.go): plain HTML, no
-// script, no external asset, refreshed by the browser every second.
-func (h *httpAPI) dashboard(w http.ResponseWriter, _ *http.Request) {
-	var buf bytes.Buffer
-	writeStatusPage(&buf, h.s.Status(), time.Now().Format("15:04:05"))
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.WriteHeader(http.StatusOK)
-	w.Write(buf.Bytes())
 }

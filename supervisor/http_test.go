@@ -137,9 +137,9 @@ func TestHTTPInterface(t *testing.T) {
 			}
 		}},
 		{name: "dashboard", method: "GET", path: "/", status: 200,
-			contains: []string{`<meta http-equiv="refresh" content="1">`, "READY", "battery", "elbow"},
+			contains: []string{`<script src="/dashboard.js" defer></script>`, `id="estop"`, `id="reset-form"`},
 			check: func(t *testing.T, r httpReply) {
-				if !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || strings.Contains(r.body, "<script") {
+				if !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") || strings.Contains(r.body, "<script>") {
 					t.Fatalf("dashboard: %q", r.header)
 				}
 			}},
@@ -167,7 +167,13 @@ func TestHTTPInterface(t *testing.T) {
 				}
 			}},
 		{name: "readyz halted", method: "GET", path: "/readyz", status: 503, contains: []string{"halted: http 127.0.0.1: person in the cell"}},
-		{name: "dashboard halted", method: "GET", path: "/", status: 200, contains: []string{"HALTED", "person in the cell &lt;script&gt;"}},
+		{name: "dashboard halted", method: "GET", path: "/api/v1/dashboard", status: 200, check: func(t *testing.T, r httpReply) {
+			var d supervisor.Dashboard
+			if err := json.Unmarshal([]byte(r.body), &d); err != nil || !d.Status.Halted || d.Status.Ready ||
+				!strings.Contains(d.Status.HaltWhy, "person in the cell <script>") {
+				t.Fatalf("dashboard snapshot (%v): %s", err, r.body)
+			}
+		}},
 		{name: "reset without token", method: "POST", path: "/api/v1/reset", status: 401, code: "UNAUTHORIZED",
 			check: func(t *testing.T, r httpReply) {
 				if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {

@@ -116,6 +116,7 @@ type Supervisor struct {
 	tailCut  string
 	metrics  *metrics
 	approve  *approvalGate
+	dash     *dashHub // the live dashboard's snapshots (dashboard.go)
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -123,6 +124,8 @@ type Supervisor struct {
 	pub       Publisher
 	ready     bool
 	reasons   []string
+	status    Status             // the status the last refresh computed (the dashboard's)
+	statusAt  time.Time          // when
 	published map[string]float64 // retained state last published per actuator
 	pressed   map[string]bool    // polled e-stops: pressed at the last poll
 
@@ -245,12 +248,14 @@ func New(opt Options) (*Supervisor, error) {
 			s.pressed[in.Name()] = p.EStopPressed()
 		}
 	}
+	s.dash = newDashHub(s, newJournalTail(s.journal, opt.JournalDir, opt.WAL, res.Rebuilt))
 	s.refresh()
 	m.state.attach(s)
 	if opt.HaltLine != nil {
 		opt.HaltLine.bind(s)
 	}
 	go s.poll()
+	go s.dash.run(s.stop)
 	go s.verifyJournal(&m.journalVerified)
 	return s, nil
 }
@@ -366,6 +371,7 @@ func (s *Supervisor) refresh() {
 	st := s.Status()
 	s.mu.Lock()
 	s.ready, s.reasons = st.Ready, st.Reasons
+	s.status, s.statusAt = st, time.Now()
 	pub := s.pub
 	s.mu.Unlock()
 	if pub != nil {
@@ -414,6 +420,14 @@ func (s *Supervisor) readiness() (bool, []string) {
 		return false, reasons
 	}
 	return ready, reasons
+}
+
+// cachedStatus is the status the last refresh computed, and when: it
+// reads no driver.
+func (s *Supervisor) cachedStatus() (Status, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status, s.statusAt
 }
 
 // Halt latches halt from any source (MQTT, HTTP, CLI, e-stop, supply) and
@@ -510,8 +524,10 @@ func (s *Supervisor) Reset(token, by string) error {
 // (without latching halt for the next start), and the journal is closed.
 func (s *Supervisor) Close() error {
 	s.once.Do(func() {
+		s.dash.close() // dashboard streams end first: they hold HTTP connections
 		close(s.stop)
 		<-s.stopped
+		<-s.dash.done
 		<-s.verified
 		s.lanes.Close() // what agents queued is answered first
 		s.bgMu.Lock()

@@ -141,3 +141,14 @@ func (s *Supplies) inOrderLocked() iter.Seq2[string, *supply] {
 		}
 	}
 }
+
+// Specs returns every supply's configuration, in name order.
+func (s *Supplies) Specs() []limits.SupplySpec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []limits.SupplySpec
+	for _, p := range s.inOrderLocked() {
+		out = append(out, p.mon.Spec())
+	}
+	return out
+}

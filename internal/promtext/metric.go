@@ -144,6 +144,17 @@ func (v *CounterVec) Collect(s *Sink) {
 	}
 }
 
+// Each calls fn with every series' label values (in the order
+// NewCounterVec named them) and value, in no order: for a reader inside
+// the process, without a scrape.
+func (v *CounterVec) Each(fn func(labelValues []string, value float64)) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, e := range v.m {
+		fn(e.labels, e.c.v.load())
+	}
+}
+
 // Func is a counter or a gauge whose value a function reads when scraped.
 type Func struct {
 	d  *Desc

@@ -183,3 +183,15 @@ func TestHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterVecEach: Each gives every series its label values and value.
+func TestCounterVecEach(t *testing.T) {
+	v := promtext.NewCounterVec(promtext.Opts{Name: "e_total", Help: "E."}, []string{"code", "op"})
+	v.WithLabelValues("A", "x").Add(2)
+	v.WithLabelValues("B", "y").Inc()
+	got := map[string]float64{}
+	v.Each(func(lvs []string, value float64) { got[lvs[0]+"/"+lvs[1]] = value })
+	if len(got) != 2 || got["A/x"] != 2 || got["B/y"] != 1 {
+		t.Fatalf("Each gave %v", got)
+	}
+}
