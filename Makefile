@@ -51,7 +51,7 @@ test-long:
 # journal file-system call and one during each recovery, in both durability
 # modes.
 check:
-	$(GO) run ./cmd/saga-supervisor check --max-steps 6 --sagas 2 --durability both
+	$(GO) run ./cmd/saga-modelcheck --max-steps 6 --sagas 2 --durability both
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -41,7 +41,9 @@ func init() {
 		{name: "graph", args: "--wal DIR [--saga ID]", help: "draw sagas and their unwinds as a Mermaid flowchart", run: journaltool.Graph},
 		{name: "certify", args: "--wal DIR", help: "exit 0 only if every saga committed or unwound clean; 1 if any is open, in doubt or partial, or the journal fails verify; names every torn or cut tail", run: journaltool.Certify},
 		{name: "repair", args: "--wal DIR [--yes]", help: "say what cutting a damaged journal at its first bad record removes (exit 1 if needed, 0 if not); --yes cuts, keeping the bytes in .broken files", run: journaltool.Repair},
-		{name: "check", args: "[--max-steps N] [--sagas K]", help: "model-check the real engine: every fault, in-doubt, compensation-failure and crash case up to N steps; exit 1 with a replayable counterexample", run: runCheck},
+		{name: "check", hidden: true, run: func([]string, io.Writer) error {
+			return cli.Exit(2, "the model check is its own command now: go run ./cmd/saga-modelcheck --max-steps 6 --sagas 2 --durability both (docs/PROOF.md)")
+		}},
 		{name: "prove", args: "SCENARIO [--json]", help: "break a sequence at every step in every failure shape on a simulated copy of the robot; exit 0 only if every unwind is clean", run: prove.Run},
 		{name: "guarantees", help: "print, as JSON, what is enforced before an effect, what is guaranteed after, and what is not claimed", run: journaltool.Guarantees},
 		{name: "journal", args: "export --wal DIR [...]", help: "print the journal's records as JSON lines (--format jsonl; --from/--to SEQ, --since/--until RFC3339); exit 0 intact, 1 broken (records up to the break printed), 2 unreadable", run: journaltool.Journal},

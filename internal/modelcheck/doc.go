@@ -20,5 +20,5 @@
 // cases, against an independent model of what the case must do.
 //
 // A case prints as an id (Case.String) that ParseCase reads back, so that a
-// counterexample is replayed with `saga-supervisor check --case ID`.
+// counterexample is replayed with `go run ./cmd/saga-modelcheck --case ID`.
 package modelcheck

@@ -8,7 +8,7 @@ import (
 )
 
 // TestCheck runs the model check to a bound that keeps the suite quick
-// (`saga-supervisor check --max-steps 6 --sagas 2` is the full one) and
+// (`make check` runs the full one) and
 // fails on any violation, printing the first counterexamples.
 func TestCheck(t *testing.T) {
 	bound := 4

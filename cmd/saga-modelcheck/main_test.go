@@ -1,12 +1,34 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
+
+// binary is the command, built once, run as a user would.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "saga-modelcheck-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "saga-modelcheck")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the binary:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // withoutCI is the test's environment less CI, as on a developer's machine.
 func withoutCI() []string {
@@ -22,7 +44,7 @@ func withoutCI() []string {
 // TestCheckSummaryIsOneLineInCI: under CI the model check prints one line
 // with its figures (it printed the invariants and seven lines of account).
 func TestCheckSummaryIsOneLineInCI(t *testing.T) {
-	cmd := exec.Command(binary, "check", "--max-steps", "2")
+	cmd := exec.Command(binary, "--max-steps", "2")
 	cmd.Env = append(withoutCI(), "CI=true")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -51,7 +73,7 @@ func TestCheckShowsProgressOnATerminal(t *testing.T) {
 		}
 		t.Skip("no script(1) to give the check a terminal")
 	}
-	cmd := exec.Command(script, "-qfec", binary+" check --max-steps 3 --sagas 2 --progress-every 5ms", "/dev/null")
+	cmd := exec.Command(script, "-qfec", binary+" --max-steps 3 --sagas 2 --progress-every 5ms", "/dev/null")
 	cmd.Env = withoutCI()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
