@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,29 @@ func BenchmarkEncode(b *testing.B) {
 		n = len(Encode(s))
 	}
 	b.ReportMetric(float64(n), "bytes/summary")
+}
+
+// TestDocExample: the summary docs/API.md shows decodes, and encodes back
+// to the same bytes.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/API.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Fleet summary")
+	if !ok {
+		t.Fatal(`docs/API.md has no "## Fleet summary"`)
+	}
+	_, rest, ok = strings.Cut(rest, "```json\n")
+	if !ok {
+		t.Fatal("the fleet summary section shows no JSON")
+	}
+	example, _, _ := strings.Cut(rest, "\n```")
+	s, err := Decode([]byte(example))
+	if err != nil {
+		t.Fatalf("the documented summary does not decode: %v\n%s", err, example)
+	}
+	if got := string(Encode(s)); got != example {
+		t.Errorf("the documented summary encodes differently:\n%s\n%s", example, got)
+	}
 }
