@@ -32,6 +32,9 @@ type quietEntry struct {
 // constant strings, but a bound costs nothing.
 const maxQuietKeys = 256
 
+// noMessage stands in for the message mochi did not give.
+const noMessage = "broker: an error without a message"
+
 func newQuietHandler(next slog.Handler, interval time.Duration) *quietHandler {
 	return &quietHandler{next: next, interval: interval, state: &quietState{last: map[string]quietEntry{}}}
 }
@@ -39,6 +42,12 @@ func newQuietHandler(next slog.Handler, interval time.Duration) *quietHandler {
 func (h *quietHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
 
 func (h *quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "" {
+		// mochi logs some errors with no message at all (a listener's
+		// read error as it closes): a record without one says nothing
+		// in a text log and breaks a JSON log's promise of a msg.
+		r.Message = noMessage
+	}
 	s := h.state
 	s.mu.Lock()
 	e, seen := s.last[r.Message]

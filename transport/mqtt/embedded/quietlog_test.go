@@ -45,3 +45,15 @@ func TestQuietHandler(t *testing.T) {
 		t.Errorf("third line %q: want the count held back (999) and the attributes", lines[2])
 	}
 }
+
+// mochi logs a listener's read error at close with an empty message: the
+// record reaches the log with one (`run --log-format json` promised a msg
+// on every line, and TestRunLogFormatJSON saw "msg":"" at a shutdown).
+func TestQuietHandlerGivesAMessage(t *testing.T) {
+	var buf bytes.Buffer
+	lg := slog.New(newQuietHandler(slog.NewJSONHandler(&buf, nil), time.Second))
+	lg.Warn("", "listener", "saga", "error", "use of closed network connection")
+	if strings.Contains(buf.String(), `"msg":""`) || !strings.Contains(buf.String(), `"msg":"`+noMessage+`"`) {
+		t.Fatalf("logged %s", buf.String())
+	}
+}
