@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,12 +160,31 @@ func (h *hostile) startDaemon(t *testing.T, cfgPath, httpAddr string) {
 	h.d = &daemonProc{t: t, http: httpAddr, cfgPath: cfgPath}
 	h.d.start()
 	t.Cleanup(func() {
+		logged := len(h.d.out.String())
 		if h.d.cmd.ProcessState == nil {
-			h.d.cmd.Process.Kill()
-			h.d.cmd.Wait()
+			if t.Failed() {
+				// Where every goroutine of a daemon that stopped
+				// answering was: the Go runtime prints them on SIGQUIT.
+				h.d.cmd.Process.Signal(syscall.SIGQUIT)
+				exited := make(chan struct{})
+				go func() { h.d.cmd.Wait(); close(exited) }()
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					h.d.cmd.Process.Kill()
+					<-exited
+				}
+			} else {
+				h.d.cmd.Process.Kill()
+				h.d.cmd.Wait()
+			}
 		}
 		if t.Failed() {
-			t.Logf("daemon log (last 8 KiB):\n%s", lastBytes(h.d.out.String(), 8<<10))
+			out := h.d.out.String()
+			t.Logf("daemon log (last 8 KiB before the end):\n%s", lastBytes(out[:logged], 8<<10))
+			if dump := out[logged:]; dump != "" {
+				t.Logf("daemon's goroutines at the end (SIGQUIT):\n%s", dump)
+			}
 		}
 	})
 	h.d.waitReady()
