@@ -203,13 +203,20 @@ func StartOptions(opt Options) (*Broker, error) {
 	if g.paceWait <= 0 {
 		g.paceWait = DefaultPaceWait
 	}
+	g.sessions = newSessions(srv, func(cl *mqtt.Client, filters int) {
+		g.sessionsRepaired.Add(1)
+		log.Warn("embedded broker: a connected client had been dropped from the broker's table (mochi's clean-up of an earlier connection of its id); put back with its subscriptions",
+			"client", cl.ID, "filters", filters)
+	})
 	if err := srv.AddHook(g, nil); err != nil {
+		g.sessions.close()
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	// Our own listener: the port is bound before Start returns, so a
 	// caller (or a test using port 0) knows the address at once.
 	if err := srv.AddListener(listeners.NewNet("saga", ln)); err != nil {
+		g.sessions.close()
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
@@ -298,6 +305,7 @@ type Stats struct {
 	Paced             int64 // publishes on a paced topic that waited for a congested subscriber
 	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
 	Dropped           int64 // messages not delivered: a subscriber's queue (MaxPendingWrites, MaxInflight) was full
+	SessionsRepaired  int64 // connected clients put back in mochi's table (sessions.go)
 }
 
 // Stats returns the counts of refusals so far.
@@ -312,6 +320,7 @@ func (b *Broker) Stats() Stats {
 		Paced:             g.paced.Load(),
 		PaceTimeouts:      g.paceTimeouts.Load(),
 		Dropped:           atomic.LoadInt64(&info.MessagesDropped) + atomic.LoadInt64(&info.InflightDropped),
+		SessionsRepaired:  g.sessionsRepaired.Load(),
 	}
 }
 
@@ -326,6 +335,7 @@ func (b *Broker) Stats() Stats {
 // first time it is closed, so mochi's Close after it does not again.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		b.hook.sessions.close()
 		b.srv.Listeners.CloseAll(b.closeClients)
 		b.closeErr = b.srv.Close()
 	})
@@ -359,17 +369,26 @@ type guard struct {
 	paceWait    time.Duration
 
 	retainGuard
+	sessions *sessions
 
 	connects, publishes, subscribes, retained atomic.Int64
 	paced, paceTimeouts                       atomic.Int64
+	sessionsRepaired                          atomic.Int64
 	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
 }
 
 func (g *guard) ID() string { return "saga-access" }
 
+// OnSessionEstablished and OnDisconnect keep the set of connected clients
+// the session sweep checks (sessions.go).
+func (g *guard) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) { g.sessions.established(cl) }
+
+func (g *guard) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { g.sessions.ended(cl) }
+
 func (g *guard) Provides(b byte) bool {
 	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnPublish,
-		mqtt.OnWill, mqtt.OnRetainMessage, mqtt.OnPacketSent, mqtt.OnPacketProcessed}, []byte{b})
+		mqtt.OnWill, mqtt.OnRetainMessage, mqtt.OnPacketSent, mqtt.OnPacketProcessed,
+		mqtt.OnSessionEstablished, mqtt.OnDisconnect}, []byte{b})
 }
 
 // refused logs a refusal at most once a second, so a client hammering the
