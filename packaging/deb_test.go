@@ -17,26 +17,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // root is the module's root: the Makefile and the files the packages ship.
 const root = ".."
 
-// needTool finds a program the test uses. CI installs every one (.ci/run),
-// so there a missing tool fails; elsewhere the test is skipped, naming the
-// package to install.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found: .ci/run must install %s", name, pkg)
-	}
-	t.Skipf("%s not found: apt-get install %s", name, pkg)
-	return ""
-}
+// needTool finds a program the tests use (package testtool).
+func needTool(t *testing.T, name, pkg string) string { return testtool.Need(t, pkg, name) }
 
 // cmd runs a program and returns its standard output, failing the test
 // with its standard error if it fails.

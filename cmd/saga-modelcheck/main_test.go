@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // binary is the command, built once, run as a user would.
@@ -66,13 +68,7 @@ func TestCheckSummaryIsOneLineInCI(t *testing.T) {
 // (script(1) gives it a pty): it redraws a progress line with the rate and
 // the time left, then the full account.
 func TestCheckShowsProgressOnATerminal(t *testing.T) {
-	script, err := exec.LookPath("script")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("script(1) (util-linux/bsdutils) is needed to give the check a terminal: %v", err)
-		}
-		t.Skip("no script(1) to give the check a terminal")
-	}
+	script := testtool.Need(t, "bsdutils", "script")
 	cmd := exec.Command(script, "-qfec", binary+" --max-steps 3 --sagas 2 --progress-every 5ms", "/dev/null")
 	cmd.Env = withoutCI()
 	out, err := cmd.CombinedOutput()

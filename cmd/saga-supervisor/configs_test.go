@@ -14,24 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-// needTool finds a program the tests use. CI installs every one of them
-// (.ci/run), so there a missing tool fails; elsewhere the test is skipped
-// with the package to install.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found: .ci/run must install %s", name, pkg)
-	}
-	t.Skipf("%s not found: apt-get install %s", name, pkg)
-	return ""
-}
+// needTool finds a program the tests use (package testtool).
+func needTool(t *testing.T, name, pkg string) string { return testtool.Need(t, pkg, name) }
 
 // The shipped default config is the embedded one, byte for byte.
 func TestShippedDefaultConfigIsTheEmbeddedOne(t *testing.T) {

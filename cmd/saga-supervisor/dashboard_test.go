@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -24,16 +25,7 @@ const dashToken = "dashboard-operator-0123456789abcdef-test"
 // skips elsewhere.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium not found: .ci/run must install chromium")
-	}
-	t.Skip("chromium not found: apt-get install chromium")
-	return ""
+	return testtool.Need(t, "chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // screenshots is where the test leaves its PNGs: $SAGA_SCREENSHOTS, or

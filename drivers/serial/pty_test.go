@@ -18,6 +18,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim/mcu"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // socat is a pty pair joined by socat: a stand-in for a USB serial cable.
@@ -31,13 +32,7 @@ type socat struct {
 }
 
 func newSocat(t *testing.T) *socat {
-	path, err := exec.LookPath("socat")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("socat is required in CI: %v", err)
-		}
-		t.Skip("socat not installed (CI installs it)")
-	}
+	path := testtool.Need(t, "socat", "socat")
 	dir := t.TempDir()
 	s := &socat{t: t, path: path, a: filepath.Join(dir, "ttyA"), b: filepath.Join(dir, "ttyB")}
 	s.start()

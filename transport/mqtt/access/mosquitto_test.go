@@ -13,19 +13,16 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
-// needBinary skips a test whose binary is missing, except in CI, where it
-// fails: interop with the real mosquitto is never skipped there.
+// needBinary finds each of names (package testtool): interop with the
+// real mosquitto is never skipped in CI.
 func needBinary(t *testing.T, names ...string) {
 	t.Helper()
 	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s not installed (apt-get install -y mosquitto mosquitto-clients): %v", n, err)
-			}
-			t.Skipf("%s not installed: %v", n, err)
-		}
+		testtool.Need(t, "mosquitto mosquitto-clients", n)
 	}
 }
 

@@ -1,0 +1,38 @@
+package testtool
+
+import (
+	"runtime"
+	"testing"
+)
+
+// recorder stands in for a test, to see whether Need failed or skipped.
+type recorder struct {
+	testing.TB
+	failed, skipped bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Fatalf(string, ...any) { r.failed = true; runtime.Goexit() }
+func (r *recorder) Skipf(string, ...any)  { r.skipped = true; runtime.Goexit() }
+func (r *recorder) run(f func(testing.TB)) *recorder {
+	done := make(chan struct{})
+	go func() { defer close(done); f(r) }()
+	<-done
+	return r
+}
+
+// TestNeed: a program on PATH is found; a missing one fails the test under
+// CI and skips it elsewhere.
+func TestNeed(t *testing.T) {
+	if p := Need(t, "coreutils", "no-such-program-here", "sh"); p == "" {
+		t.Fatal("sh not found")
+	}
+	t.Setenv("CI", "")
+	if r := new(recorder).run(func(tb testing.TB) { Need(tb, "x", "no-such-program-here") }); !r.skipped || r.failed {
+		t.Errorf("outside CI: skipped %v, failed %v; want a skip", r.skipped, r.failed)
+	}
+	t.Setenv("CI", "true")
+	if r := new(recorder).run(func(tb testing.TB) { Need(tb, "x", "no-such-program-here") }); !r.failed || r.skipped {
+		t.Errorf("under CI: failed %v, skipped %v; want a failure", r.failed, r.skipped)
+	}
+}
