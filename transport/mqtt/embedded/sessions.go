@@ -83,6 +83,15 @@ func (s *sessions) sweep() {
 			continue
 		}
 		s.srv.Clients.Add(cl)
+		if cl.Closed() {
+			// It closed as it was put back: its own clean-up may have
+			// run already, so take back the entry rather than leave a
+			// closed client in the table.
+			if cur, ok := s.srv.Clients.Get(cl.ID); ok && cur == cl {
+				s.srv.Clients.Delete(cl.ID)
+			}
+			continue
+		}
 		subs := cl.State.Subscriptions.GetAll()
 		for _, sub := range subs {
 			s.srv.Topics.Subscribe(cl.ID, sub)
