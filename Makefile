@@ -54,6 +54,7 @@ check:
 	$(GO) run ./cmd/saga-modelcheck --max-steps 6 --sagas 2 --durability both
 
 lint:
+	@bash scripts/no-binaries.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...

@@ -189,7 +189,7 @@ func TestDocExamples(t *testing.T) {
 			canonical = EncodeEvent(e)
 			counts["event"]++
 		case probe["v"] != nil && probe["device"] != nil:
-			// The fleet summary: internal/fleet's TestDocExample
+			// The fleet summary: daemon/fleet's TestDocExample
 			// decodes and re-encodes it.
 			counts["fleet summary"]++
 			continue

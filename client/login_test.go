@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/client"
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 

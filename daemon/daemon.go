@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
-	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
-	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
+	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/daemon/fleet"
+	"github.com/saga-supervisor/saga-supervisor/daemon/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"

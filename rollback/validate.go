@@ -9,7 +9,7 @@ import (
 // Validator checks journal records against replay's rules with the very
 // code the daemon runs at start: a scratch Engine, never served, fed every
 // record through Apply. recovery.Open applies the records to the engine it
-// serves; verify and certify (internal/journaltool) feed them to a
+// serves; verify and certify (cmd/saga-supervisor/internal/journaltool) feed them to a
 // Validator. So a journal the daemon would refuse to start on is refused
 // by verify, and the other way round: there is one set of rules, in
 // applyLocked.

@@ -34,7 +34,7 @@ type Options struct {
 	// needed instead of ahead of time in the background, and a caller with
 	// nobody to group with always writes its batch itself rather than
 	// sometimes handing it to the writer goroutine. For model checking
-	// (internal/modelcheck) of a single caller at a time; it makes
+	// (cmd/saga-modelcheck/internal/modelcheck) of a single caller at a time; it makes
 	// rollovers slower and gives up the writer's batching under
 	// concurrency.
 	Deterministic bool

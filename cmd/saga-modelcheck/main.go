@@ -16,8 +16,8 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/cli"
-	"github.com/saga-supervisor/saga-supervisor/internal/modelcheck"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-modelcheck/internal/modelcheck"
 )
 
 func main() {

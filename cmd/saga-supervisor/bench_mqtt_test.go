@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/bench"
 	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )

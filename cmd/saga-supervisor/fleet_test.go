@@ -14,9 +14,9 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/saga-supervisor/saga-supervisor/daemon/fleet"
+	"github.com/saga-supervisor/saga-supervisor/daemon/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
-	"github.com/saga-supervisor/saga-supervisor/internal/fleet"
-	"github.com/saga-supervisor/saga-supervisor/internal/homeassistant"
 	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )

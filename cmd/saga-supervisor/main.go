@@ -10,15 +10,15 @@ import (
 	"io"
 	"os"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/ctl"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/demo"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/fleetcmd"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/prove"
+	journalreplay "github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/replay"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
-	"github.com/saga-supervisor/saga-supervisor/internal/cli"
-	"github.com/saga-supervisor/saga-supervisor/internal/ctl"
-	"github.com/saga-supervisor/saga-supervisor/internal/demo"
-	"github.com/saga-supervisor/saga-supervisor/internal/fleet/fleetcmd"
-	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
-	"github.com/saga-supervisor/saga-supervisor/internal/prove"
-	journalreplay "github.com/saga-supervisor/saga-supervisor/internal/replay"
 )
 
 type command struct {

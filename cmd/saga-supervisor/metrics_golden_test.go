@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/memtrim"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
-	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/metrics.golden from a running daemon")

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
-	"github.com/saga-supervisor/saga-supervisor/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
-	"github.com/saga-supervisor/saga-supervisor/internal/cli"
-	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
-	"github.com/saga-supervisor/saga-supervisor/internal/prove"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/journaltool"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/prove"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )

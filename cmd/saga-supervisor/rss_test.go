@@ -16,8 +16,8 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext/promtexttest"
 
-	"github.com/saga-supervisor/saga-supervisor/internal/bench"
-	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/bench"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/memtrim"
 )
 
 // Memory is asserted with a margin on both sides: 20 s after the flood the
@@ -37,7 +37,7 @@ const (
 // daemon's embedded broker is flooded for 5 s — 8 clients publishing as
 // fast as acknowledged, 64 more connections, a subscriber that never reads
 // — and 20 s after the flood its resident memory must be within 7 MiB of
-// what it was idle. Before internal/memtrim it was 9–29 MiB above.
+// what it was idle. Before cmd/saga-supervisor/internal/memtrim it was 9–29 MiB above.
 // SAGA_TEST_RSS_DAEMON names another binary to measure instead, to see
 // the test fail on an older build.
 func TestRSSBackNearIdleAfterAFlood(t *testing.T) {

@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/logging"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/memtrim"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/daemon"
-	"github.com/saga-supervisor/saga-supervisor/internal/brokerauth"
+	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
-	"github.com/saga-supervisor/saga-supervisor/internal/cli"
-	"github.com/saga-supervisor/saga-supervisor/internal/logging"
-	"github.com/saga-supervisor/saga-supervisor/internal/memtrim"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
-	"github.com/saga-supervisor/saga-supervisor/internal/systemd"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
@@ -85,7 +85,7 @@ func runRun(args []string, w io.Writer) error {
 
 	// What a burst of traffic left on the heap goes back to the system
 	// once the burst is over, and the idle heap stays near its live size
-	// (internal/memtrim). Nothing waits for it.
+	// (cmd/saga-supervisor/internal/memtrim). Nothing waits for it.
 	trim := memtrim.Start(memtrim.Options{Log: lg.With("component", "memory")})
 	defer trim.Stop()
 	registerMemoryMetrics(d.Sup.Registry(), trim)

@@ -2,7 +2,7 @@
 
 package main
 
-import "github.com/saga-supervisor/saga-supervisor/internal/simmcu"
+import "github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/simmcu"
 
 // hardwareCommands are the commands that link hardware packages: sim-mcu
 // serves drivers/sim/mcu over drivers/serial. The saga_lean build leaves

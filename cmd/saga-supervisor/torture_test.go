@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
-	"github.com/saga-supervisor/saga-supervisor/internal/journaltool"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"

@@ -30,23 +30,23 @@ var rules = []rule{
 	{from: "drivers/mqtt", why: "drivers/mqtt keeps only the MQTT-attached actuator",
 		forbid: []string{"api/...", "transport/...", "supervisor/...", "rollback/..."}},
 	{from: "rollback/...", why: "imports run downward only",
-		forbid: []string{"supervisor/...", "api/...", "transport/...", "recovery/...", "cmd/..."}},
+		forbid: []string{"supervisor/...", "api/...", "transport/...", "recovery/..."}},
 	{from: "recovery/...", why: "imports run downward only",
-		forbid: []string{"supervisor/...", "api/...", "transport/...", "cmd/..."}},
+		forbid: []string{"supervisor/...", "api/...", "transport/..."}},
 	{from: "wal/...", why: "the journal stores opaque records",
 		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "actuators/...", "limits/..."}},
 	{from: "approval/...", why: "approvals are signed by controllers in Go too: the package links nothing of the supervisor",
 		forbid: []string{"api/...", "supervisor/...", "transport/...", "rollback/...", "recovery/...", "wal/...", "limits/...",
-			"actuators/...", "drivers/...", "client/...", "cmd/...", "internal/..."}},
+			"actuators/...", "drivers/...", "client/...", "internal/..."}},
 	{from: "limits/...", why: "limits does no I/O and knows nothing above it",
 		forbid: []string{"rollback/...", "supervisor/...", "api/...", "transport/...", "wal/...", "actuators/...", "drivers/...",
 			"std:os/...", "std:net/...", "std:io/...", "std:syscall", "std:log/...", "std:sync/..."}},
 	{from: "daemon/...", why: "the daemon assembles the layers below; only the CLI and the tests' harness start it",
-		forbid: []string{"cmd/...", "client/..."}},
+		forbid: []string{"client/..."}},
 	{from: "supervisor/...", why: "the daemon is above the supervisor",
-		forbid: []string{"daemon/...", "cmd/..."}},
+		forbid: []string{"daemon/..."}},
 	{from: "drivers/...", why: "a driver sets and reads outputs: it knows nothing of sagas, leases, the journal or the API",
-		forbid: []string{"rollback/...", "recovery/...", "wal/...", "limits/...", "supervisor/...", "api/...", "transport/...", "client/...", "cmd/..."}},
+		forbid: []string{"rollback/...", "recovery/...", "wal/...", "limits/...", "supervisor/...", "api/...", "transport/...", "client/..."}},
 	{from: "actuators/...", why: "the driver interface sits under the engine, not beside it",
 		forbid: []string{"rollback/...", "recovery/...", "wal/...", "supervisor/...", "api/...", "transport/...", "drivers/..."}},
 	{from: "supervisor/config", why: "the configuration is data: each driver kind's section is registered, and its driver opened, by supervisor/wiring",
@@ -54,29 +54,25 @@ var rules = []rule{
 	{from: "supervisor", why: "hardware is opened by supervisor/wiring only, so a lean build (-tags saga_lean) leaves it out",
 		forbid: []string{"drivers/gpio", "drivers/serial", "drivers/ina2xx", "drivers/pca9685", "periph.io/...", "go.bug.st/..."}},
 	{from: "supervisor/wiring", why: "wiring opens drivers from a config; the supervisor that uses them is above it",
-		forbid: []string{"supervisor", "daemon/...", "rollback/...", "recovery/...", "wal/...", "api/...", "transport/...", "cmd/..."}},
+		forbid: []string{"supervisor", "daemon/...", "rollback/...", "recovery/...", "wal/...", "api/...", "transport/..."}},
 	{from: "wal/...", why: "the journal is pure storage: no clock of the engine, no network",
-		forbid: []string{"std:net/...", "drivers/...", "recovery/...", "cmd/..."}},
+		forbid: []string{"std:net/...", "drivers/...", "recovery/..."}},
 }
 
-// commandPackages are the command line's own packages: the commands
-// cmd/saga-supervisor dispatches to and what they share. They sit above the
-// library: no library package links them.
-var commandPackages = []string{"internal/cli", "internal/prove", "internal/bench", "internal/ctl", "internal/demo",
-	"internal/simmcu", "internal/journaltool", "internal/simarm", "internal/replay", "cmd/..."}
-
 func init() {
-	for _, lib := range []string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",
+	// The daemon and the parts only it uses (daemon/fleet,
+	// daemon/homeassistant, daemon/brokerauth) sit above the library.
+	for _, lib := range []string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "recovery/...",
 		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/..."} {
-		rules = append(rules, rule{from: lib, why: "the command line's packages sit above the library", forbid: commandPackages})
+		rules = append(rules, rule{from: lib, why: "only the daemon and the commands link the daemon", forbid: []string{"daemon/..."}})
 	}
 	// The binary's size budget (make size, docs/DESIGN.md "Memory"): the
 	// template packages call methods by name, after which the linker keeps
 	// every exported method of every type it links (2.2 MB on arm64), and
 	// client_golang links protobuf (2.1 MB); internal/promtext serves
 	// /metrics. Test files, and promtexttest which only they import, may.
-	for _, from := range append([]string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",
-		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/...", "internal/promtext"}, commandPackages...) {
+	for _, from := range []string{"supervisor/...", "rollback/...", "drivers/...", "transport/...", "daemon/...", "recovery/...",
+		"wal/...", "api/...", "client/...", "actuators/...", "limits/...", "approval/...", "internal/promtext", "cmd/..."} {
 		rules = append(rules, rule{from: from, why: "the binary's size budget: no templates, no client_golang or protobuf",
 			forbid: []string{"std:text/template/...", "std:html/template", "github.com/prometheus/...", "google.golang.org/protobuf/..."}})
 	}
@@ -185,5 +181,87 @@ func TestRulesCatchAViolation(t *testing.T) {
 		!match("std:os/...", "os") || !match("std:os/...", "os/exec") || match("std:os/...", "osx") ||
 		match("std:net/...", "golang.org/x/net/http2") || !match("std:syscall", "syscall") {
 		t.Fatal("pattern matching is wrong")
+	}
+}
+
+// TestInternalIsShared keeps internal/ for what many layers share: a
+// package there that only the commands or the daemon import (tests
+// included, directly or through other such packages) belongs beside them,
+// under cmd/…/internal or daemon/, where the compiler keeps the library
+// out of it. Test-only packages (a doc.go and tests) and main
+// packages are not imported by anything and are not counted.
+func TestInternalIsShared(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	importers := map[string]map[string]bool{} // package → packages whose files (tests too) import it
+	libraryOnly := map[string]bool{}          // packages under internal/ with code a library could use
+	fset := token.NewFileSet()
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != root && (strings.HasPrefix(n, ".") || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		rel = filepath.ToSlash(rel)
+		if strings.HasPrefix(rel, "internal/") && !strings.HasSuffix(p, "_test.go") &&
+			filepath.Base(p) != "doc.go" && f.Name.Name != "main" {
+			libraryOnly[rel] = true
+		}
+		for _, im := range f.Imports {
+			path, _ := strconv.Unquote(im.Path.Value)
+			if dep, ok := strings.CutPrefix(path, module+"/"); ok {
+				if importers[dep] == nil {
+					importers[dep] = map[string]bool{}
+				}
+				importers[dep][rel] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(libraryOnly) == 0 {
+		t.Fatal("no package found under internal/: the walk is wrong")
+	}
+	// A package is shared when a library package imports it, or a shared
+	// package of internal/ does: the commands and the daemon do not count.
+	shared := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for pkg := range libraryOnly {
+			if shared[pkg] {
+				continue
+			}
+			for from := range importers[pkg] {
+				if from == pkg || strings.HasPrefix(from, pkg+"/") || strings.HasPrefix(from, "cmd/") ||
+					from == "daemon" || strings.HasPrefix(from, "daemon/") {
+					continue
+				}
+				if !strings.HasPrefix(from, "internal/") || shared[from] {
+					shared[pkg], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for pkg := range libraryOnly {
+		if !shared[pkg] {
+			t.Errorf("%s is imported only by the commands or the daemon: move it beside them (cmd/…/internal or daemon/)", pkg)
+		}
 	}
 }

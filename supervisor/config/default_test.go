@@ -13,7 +13,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// The demo arm of internal/simarm/simarm.go, which the embedded default
+// The demo arm of cmd/saga-supervisor/internal/simarm/simarm.go, which the embedded default
 // must describe exactly. (package main cannot be imported, so its table is
 // restated here; when cmd builds the arm from config.Default, this test is
 // what keeps the two from drifting.)

@@ -111,7 +111,7 @@ func (t Topics) Will(agent string) string { return t.base() + "/will/" + agent }
 // WillFilter is the subscription that receives every agent's will.
 func (t Topics) WillFilter() string { return t.base() + "/will/+" }
 
-// Summary carries the retained fleet summary (package internal/fleet):
+// Summary carries the retained fleet summary (package daemon/fleet):
 // a small JSON document, so that one subscription to SummaryFilter shows
 // every supervisor sharing a broker and prefix.
 func (t Topics) Summary() string { return t.base() + "/summary" }

@@ -56,7 +56,7 @@ type Policy struct {
 // agent, so its halt button may write its own e-stop topic — reads them.
 type HomeAssistant struct {
 	DiscoveryPrefix string
-	NodeID          string // the device's node_id level (internal/homeassistant.NodeID)
+	NodeID          string // the device's node_id level (daemon/homeassistant.NodeID)
 	User            string
 }
 

@@ -1,0 +1,482 @@
+// Package ctl is `saga-supervisor ctl`: a controller from the shell over
+// MQTT API v1 (status, halt, reset, hello, run-saga, watch) and the
+// offline operator-key ops (keygen, approve).
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/approval"
+	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
+	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+)
+
+const helpText = `usage: saga-supervisor ctl [flags] OP [op flags] [args]
+
+A controller from the shell, over MQTT API v1 (docs/API.md).
+
+OPs:
+  status                       the supervisor's full status (ready, halt, journal,
+                               supplies, actuators, leases, open sagas)
+  halt [--reason R]            latch the e-stop; needs no lease
+  reset --token-file F         clear a halt with the operator token, read from a file
+        | --token T            holding only the token (mode 0600 or 0400); --token
+        [--http URL]           shows it to every user of this machine (ps). Over HTTP
+        [--mqtt]               (default http://127.0.0.1:8080), or with --mqtt over
+                               the broker (only if the supervisor allows it:
+                               mqtt.allow_reset, TLS). A supervisor with no token
+                               configured refuses every reset (NO_OPERATOR_TOKEN):
+                               set http.reset_token_file and restart it
+  hello                        take a lease and give it back (bye): can this agent act?
+  run-saga [--deadline D] ACTUATOR=VALUE ...
+                               one saga: hello, begin, every step in order, commit,
+                               bye. The first step that is refused or fails ends it:
+                               the saga is aborted (or was unwound by the failure)
+                               and the rollback report is printed
+  watch [--for D] [--count N]  print status, events (unwinds, drift) and actuator
+                               states until interrupted (or for D, or N messages);
+                               a warning line when a halt latches
+  keygen --out FILE            a new operator approval key: FILE (private, mode
+                               0600) and FILE.pub (list it in approvals.public_keys);
+                               never overwrites
+  approve --key FILE --saga N --actuator A --value V [--ttl 30s]
+                               print an approval token for one step (the device is
+                               --device); no broker is contacted
+
+run-saga takes --approval-key FILE (sign each step's approval with the
+operator key, once the saga id is known) or --ask-approval (print the saga id
+and read each step's token, or an empty line for none, from standard input):
+for actuators marked requires_approval (docs/API.md, "Approvals").
+
+A lease lives only as long as the process that holds it keeps heartbeating, so
+begin, step, commit and abort cannot be separate invocations: the lease, and
+with it the saga, would end when the first one exits. run-saga is the way to run
+a saga from a shell; a controller that decides step by step uses the Go package
+github.com/saga-supervisor/saga-supervisor/client (or any MQTT client).
+
+--config FILE reads the supervisor's config file (/etc/saga-supervisor/config.yaml
+under systemd) for its broker, device, prefix, CA file, credentials dir and HTTP
+address, so that ctl talks to that supervisor; flags given win. Only the file
+itself is read, never the secrets it names.
+
+When the supervisor is halted, status, hello, run-saga, watch and reset say so
+first, with the reason and how to reset ("WARNING: the supervisor is HALTED: ...");
+with --json, the op's object carries "halt": {"halted": true, "reason": ...}
+(status: its own "halted" and "halt_reason"; watch: the status lines).
+
+Exit status: 0 ok, 1 refused or failed (the code and message are printed),
+2 usage.
+
+Flags (before or after OP):
+`
+
+// globals are the flags every op takes.
+type globals struct {
+	broker, device, prefix, agent string
+	asJSON                        bool
+	timeout, ttl                  time.Duration
+	username, passwordFile        string
+	credentials                   string
+	caFile                        string
+	configFile                    string
+}
+
+// defaultGlobals match the embedded default configuration, so that ctl with
+// no flags talks to `saga-supervisor run` with no flags.
+func defaultGlobals() *globals {
+	def := config.Default()
+	return &globals{
+		broker: "tcp://" + def.MQTT.Listen,
+		device: def.Device,
+		prefix: def.MQTT.Prefix,
+		// The agent the default configuration lets in (agents.allow.ctl),
+		// with the password the supervisor generated for it.
+		agent:       "ctl",
+		credentials: def.MQTT.Auth.CredentialsDir,
+		timeout:     5 * time.Second,
+	}
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.broker, "broker", g.broker, "the broker's URL (tcp://, ssl://, ws://, wss://)")
+	fs.StringVar(&g.device, "device", g.device, "the robot's device name (the topic level after the prefix)")
+	fs.StringVar(&g.prefix, "prefix", g.prefix, "the topic prefix")
+	fs.StringVar(&g.agent, "agent", g.agent, "the agent name this command acts as (also its MQTT username; its client id is <agent>/<pid>)")
+	fs.BoolVar(&g.asJSON, "json", g.asJSON, "print JSON instead of text")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the broker and for each reply")
+	fs.DurationVar(&g.ttl, "ttl", g.ttl, "the lease TTL to ask for (hello, run-saga; 0: the supervisor's default); approve: how long the approval is valid (0: 30s)")
+	fs.StringVar(&g.username, "username", g.username, "the broker username")
+	fs.StringVar(&g.passwordFile, "password-file", g.passwordFile, "a file holding only the broker password (mode 0600 or 0400)")
+	fs.StringVar(&g.credentials, "credentials", g.credentials, "where the supervisor wrote the embedded broker's generated passwords: without --password-file, the agent's is read from DIR/<agent> if it exists")
+	fs.StringVar(&g.caFile, "ca-file", g.caFile, "CA certificates (PEM) to verify a TLS broker with (default: the system's)")
+	fs.StringVar(&g.configFile, "config", g.configFile, "the supervisor's config file: the broker, device, prefix, CA file, credentials dir and HTTP address are taken from it (flags given win; its secret files are not read)")
+}
+
+// fromConfig takes, from the supervisor's config file, what the flags not
+// given on the command line (set) should be to reach that supervisor. It
+// parses the file's layout only: the secrets it names (the operator token,
+// the supervisor's own MQTT password) are the daemon's, not ctl's to read.
+// Relative paths in it are relative to ctl's working directory, as the
+// daemon's are to its own.
+func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
+	data, err := os.ReadFile(g.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := config.ParseLayout(data, g.configFile)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	take := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	broker := cfg.MQTT.Broker
+	if cfg.MQTT.Embedded() {
+		scheme := "tcp://"
+		if cfg.MQTT.TLS.CertFile != "" {
+			scheme = "ssl://"
+		}
+		broker = scheme + loopback(cfg.MQTT.Listen)
+	}
+	take("broker", &g.broker, broker)
+	take("device", &g.device, cfg.Device)
+	take("prefix", &g.prefix, cfg.MQTT.Prefix)
+	take("ca-file", &g.caFile, cfg.MQTT.TLS.CAFile)
+	if cfg.MQTT.Embedded() {
+		take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
+	}
+	if cfg.HTTP.Listen != "" {
+		take("http", httpURL, "http://"+loopback(cfg.HTTP.Listen))
+	}
+	return nil
+}
+
+// loopback is a listen address as this machine dials it: an unspecified
+// host (every address) becomes loopback.
+func loopback(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if err == nil && ip.Is6() {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func usage(w io.Writer, g *globals) {
+	fmt.Fprint(w, helpText)
+	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	g.register(fs)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// parseAnyOrder parses args with fs, taking flags and positional arguments in
+// any order.
+func parseAnyOrder(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+func flagSet(name string) *flag.FlagSet {
+	fs := cli.NewFlags(name)
+	fs.SetOutput(io.Discard) // the error is returned and printed once
+	fs.Usage = func() {}
+	return fs
+}
+
+func usageErr(err error) error {
+	return cli.Exit(2, "%v (saga-supervisor ctl -h for help)", err)
+}
+
+// Run is `saga-supervisor ctl`.
+func Run(args []string, w io.Writer) error {
+	g := defaultGlobals()
+	fs := flagSet("ctl")
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(w, defaultGlobals())
+			return err
+		}
+		return usageErr(err)
+	}
+	if fs.NArg() == 0 {
+		return usageErr(errors.New("no OP given: status, halt, reset, hello, run-saga, watch, keygen or approve"))
+	}
+	op, rest := fs.Arg(0), fs.Args()[1:]
+	if op == "help" {
+		usage(w, defaultGlobals())
+		return nil
+	}
+
+	ofs := flagSet("ctl " + op)
+	g.register(ofs)
+	var (
+		reason, token, tokenFile string
+		httpURL                  = "http://" + config.Default().HTTP.Listen
+		overMQTT                 bool
+		deadline, forDur         time.Duration
+		count                    int
+		keyFile, outFile         string
+		actuator                 string
+		value                    float64
+		sagaID                   uint64
+		askApproval              bool
+		approvalTTL              = approval.DefaultTTL
+	)
+	switch op {
+	case "halt":
+		ofs.StringVar(&reason, "reason", "", "why (journaled, and in the halt status)")
+	case "reset":
+		ofs.StringVar(&token, "token", "", "the operator token")
+		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
+		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
+		ofs.BoolVar(&overMQTT, "mqtt", false, "reset over MQTT instead of HTTP (the supervisor must allow it: mqtt.allow_reset)")
+	case "run-saga":
+		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
+		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
+		ofs.StringVar(&keyFile, "approval-key", "", "sign each step's approval with this operator private key (mode 0600 or 0400)")
+		ofs.BoolVar(&askApproval, "ask-approval", false, "print the saga id, then read each step's approval token from standard input (an empty line: none)")
+		ofs.DurationVar(&approvalTTL, "approval-ttl", approvalTTL, "with --approval-key: how long each approval is valid")
+	case "keygen":
+		ofs.StringVar(&outFile, "out", "", "the private key file to write (its public key goes to FILE.pub)")
+	case "approve":
+		ofs.StringVar(&keyFile, "key", "", "the operator's private key file (mode 0600 or 0400)")
+		ofs.StringVar(&actuator, "actuator", "", "the actuator the step moves")
+		ofs.Float64Var(&value, "value", math.NaN(), "the exact value the step commands")
+		ofs.Uint64Var(&sagaID, "saga", 0, "the saga the step belongs to")
+		// --ttl is the global flag (a lease's TTL elsewhere): here, how long
+		// the approval is valid, from now; 0 (not given): 30s.
+	case "watch":
+		ofs.DurationVar(&forDur, "for", 0, "stop after this long (0: until interrupted)")
+		ofs.IntVar(&count, "count", 0, "stop after this many messages (0: no limit)")
+	case "status", "hello":
+	case "begin", "step", "commit", "abort":
+		return usageErr(fmt.Errorf("%s is not an op of its own: a lease, and the saga under it, end when this process exits; use run-saga ACTUATOR=VALUE ... (or the Go client package)", op))
+	default:
+		return usageErr(fmt.Errorf("unknown OP %q: status, halt, reset, hello, run-saga, watch, keygen or approve", op))
+	}
+	pos, err := parseAnyOrder(ofs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(w, defaultGlobals())
+			return err
+		}
+		return usageErr(err)
+	}
+	if op != "run-saga" && len(pos) > 0 {
+		return usageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
+	}
+	resetHint := "saga-supervisor ctl reset --token-file FILE"
+	if g.configFile != "" {
+		set := map[string]bool{}
+		mark := func(f *flag.Flag) { set[f.Name] = true }
+		fs.Visit(mark)
+		ofs.Visit(mark)
+		if err := g.fromConfig(set, &httpURL); err != nil {
+			return usageErr(err)
+		}
+		resetHint = "saga-supervisor ctl --config " + g.configFile + " reset --token-file FILE"
+	}
+
+	switch op { // offline ops: no broker
+	case "keygen":
+		return opKeygen(w, outFile)
+	case "approve":
+		if g.ttl != 0 {
+			approvalTTL = g.ttl
+		}
+		return opApprove(w, g.device, keyFile, actuator, value, sagaID, approvalTTL)
+	}
+
+	opt, err := g.options()
+	if err != nil {
+		return usageErr(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out := &output{w: w, json: g.asJSON, resetHint: resetHint}
+
+	switch op {
+	case "status":
+		return opStatus(ctx, opt, out)
+	case "halt":
+		return opHalt(ctx, opt, out, reason)
+	case "reset":
+		if (token == "") == (tokenFile == "") {
+			return usageErr(errors.New("reset: give --token or --token-file (one of them)"))
+		}
+		if tokenFile != "" {
+			if token, err = readSecret(tokenFile); err != nil {
+				return usageErr(fmt.Errorf("--token-file: %w", err))
+			}
+		}
+		if !overMQTT {
+			return opResetHTTP(ctx, httpURL, g.timeout, out, token)
+		}
+		return opReset(ctx, opt, out, token)
+	case "hello":
+		return opHello(ctx, opt, out)
+	case "run-saga":
+		steps, err := parseSteps(pos)
+		if err != nil {
+			return usageErr(err)
+		}
+		var sopts []client.StepOption
+		if deadline != 0 {
+			if deadline < time.Millisecond || deadline > api.MaxDeadlineMS*time.Millisecond {
+				return usageErr(fmt.Errorf("--deadline %v is outside 1ms..1m", deadline))
+			}
+			sopts = append(sopts, client.WithDeadline(deadline))
+		}
+		var ap approver
+		switch {
+		case keyFile != "" && askApproval:
+			return usageErr(errors.New("run-saga: give --approval-key or --ask-approval, not both"))
+		case keyFile != "":
+			if approvalTTL <= 0 || approvalTTL > approval.MaxTTLLimit {
+				return usageErr(fmt.Errorf("--approval-ttl %v is outside 1ms..%v", approvalTTL, approval.MaxTTLLimit))
+			}
+			priv, err := approval.LoadPrivateKey(keyFile)
+			if err != nil {
+				return usageErr(fmt.Errorf("--approval-key: %w", err))
+			}
+			dev := g.device
+			ap = func(saga uint64, s sagaStep) (string, error) {
+				now := time.Now()
+				return approval.Sign(priv, approval.Claims{Device: dev, Actuator: s.actuator, Value: s.value, Saga: saga,
+					NotBefore: now, NotAfter: now.Add(approvalTTL)})
+			}
+		case askApproval:
+			in := bufio.NewReader(stdin)
+			ap = func(saga uint64, s sagaStep) (string, error) {
+				fmt.Fprintf(w, "approval for saga %d, %s=%s (saga-supervisor ctl approve --saga %d --actuator %s --value %s); empty line: none:\n",
+					saga, s.actuator, formatFloat(s.value), saga, s.actuator, formatFloat(s.value))
+				line, err := in.ReadString('\n')
+				if err != nil && (err != io.EOF || line == "") {
+					return "", fmt.Errorf("reading the approval: %w", err)
+				}
+				return strings.TrimSpace(line), nil
+			}
+		}
+		return opRunSaga(ctx, opt, out, steps, reason, sopts, ap)
+	default: // watch
+		if forDur < 0 || count < 0 {
+			return usageErr(errors.New("watch: --for and --count must not be negative"))
+		}
+		return opWatch(ctx, opt, out, forDur, count)
+	}
+}
+
+// options turns the flags into client options (reading the secret files).
+func (g *globals) options() (client.Options, error) {
+	// A client id of the agent's own (agent/<pid>), so that two ctl
+	// commands at once — a watch and a run-saga — do not take each other's
+	// session (mosquitto with use_username_as_clientid makes it the
+	// username whatever is sent).
+	opt := client.Options{Broker: g.broker, Agent: g.agent, ClientID: g.agent + "/" + strconv.Itoa(os.Getpid()),
+		Prefix: g.prefix, Device: g.device, Username: g.username, Timeout: g.timeout, TTL: g.ttl}
+	if err := api.ValidName(g.agent); err != nil {
+		return opt, fmt.Errorf("--agent %q: %w", g.agent, err)
+	}
+	if err := (mqtt.Topics{Prefix: g.prefix, Device: g.device}).Validate(); err != nil {
+		return opt, fmt.Errorf("--prefix/--device: %w", err)
+	}
+	if g.timeout <= 0 {
+		return opt, fmt.Errorf("--timeout must be positive")
+	}
+	if g.ttl < 0 {
+		return opt, fmt.Errorf("--ttl must not be negative")
+	}
+	passwordFile := g.passwordFile
+	if passwordFile == "" && g.username == "" && g.credentials != "" {
+		// The password the supervisor generated for this agent, if any.
+		if p := filepath.Join(g.credentials, g.agent); fileExists(p) {
+			passwordFile, opt.Username = p, g.agent
+		}
+	}
+	if passwordFile != "" {
+		pw, err := readSecret(passwordFile)
+		if err != nil {
+			return opt, fmt.Errorf("password file %s: %w", passwordFile, err)
+		}
+		opt.Password = pw
+	}
+	if g.caFile != "" {
+		pem, err := os.ReadFile(g.caFile)
+		if err != nil {
+			return opt, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return opt, fmt.Errorf("--ca-file %s: no PEM certificate in it", g.caFile)
+		}
+		opt.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return opt, nil
+}
+
+// readSecret reads a password or token file (package secretfile).
+func readSecret(path string) (string, error) { return secretfile.Read(path) }
+
+// Conn is ctl's broker connection flags (--broker, --prefix, --agent,
+// --username, --password-file, --credentials, --ca-file, --timeout,
+// --json, ...), for other commands that connect the way ctl does
+// (`saga-supervisor fleet`).
+type Conn struct{ g *globals }
+
+// NewConn returns ctl's defaults, logging in as agent (or ctl's default
+// agent if "").
+func NewConn(agent string) *Conn {
+	g := defaultGlobals()
+	if agent != "" {
+		g.agent = agent
+	}
+	return &Conn{g}
+}
+
+// Register adds the flags to fs.
+func (c *Conn) Register(fs *flag.FlagSet) { c.g.register(fs) }
+
+// Options are the client options the flags say (secret files read).
+func (c *Conn) Options() (client.Options, error) { return c.g.options() }
+
+// JSON reports --json.
+func (c *Conn) JSON() bool { return c.g.asJSON }

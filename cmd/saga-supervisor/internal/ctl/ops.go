@@ -1,0 +1,195 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
+)
+
+func opStatus(ctx context.Context, opt client.Options, out *output) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail("status", err)
+	}
+	defer c.Close(context.Background())
+	raw, err := c.Status(ctx)
+	if err != nil {
+		return out.fail("status", err)
+	}
+	if out.json {
+		// The status carries the halt itself: "halted", "halt_reason".
+		fmt.Fprintf(out.w, "%s\n", raw)
+		return nil
+	}
+	var st supervisor.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return cli.Exit(1, "status: cannot read the supervisor's status %s: %v", raw, err)
+	}
+	if st.Halted {
+		out.warnHalt(st.HaltWhy)
+	}
+	writeStatus(out.w, &st)
+	return nil
+}
+
+func writeStatus(w io.Writer, st *supervisor.Status) {
+	if st.Ready {
+		fmt.Fprintln(w, "ready:      yes")
+	} else {
+		fmt.Fprintf(w, "ready:      NO — %s\n", strings.Join(st.Reasons, "; "))
+	}
+	if st.Halted {
+		fmt.Fprintf(w, "halted:     YES — %s\n", st.HaltWhy)
+	} else {
+		fmt.Fprintln(w, "halted:     no")
+	}
+	j := st.Journal
+	fmt.Fprintf(w, "journal:    %s, last seq %d, durable %d", j.Dir, j.LastSeq, j.Durable)
+	if j.Error != "" {
+		fmt.Fprintf(w, ", FAILED: %s", j.Error)
+	}
+	fmt.Fprintln(w)
+	for _, s := range st.Supplies {
+		state := "ok"
+		switch {
+		case !s.Known:
+			state = "unknown"
+		case s.Tripped:
+			state = "TRIPPED " + s.Code
+		case s.Stale:
+			state = "stale"
+		case s.Code != "":
+			state = s.Code
+		}
+		fmt.Fprintf(w, "supply:     %-10s %6.2f V  %s (on trip: %s)\n", s.Name, s.Volts, state, s.Action)
+	}
+	for _, a := range st.Actuators {
+		fmt.Fprintf(w, "actuator:   %-10s %-8s commanded %g", a.Name, a.Kind, a.Commanded)
+		if a.ReadBack != nil {
+			fmt.Fprintf(w, ", reads %g", *a.ReadBack)
+		}
+		if a.Error != "" {
+			fmt.Fprintf(w, ", ERROR: %s", a.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(st.Leases) == 0 {
+		fmt.Fprintln(w, "leases:     none")
+	}
+	for _, l := range st.Leases {
+		fmt.Fprintf(w, "lease:      %-10s ttl %dms, expires in %.2fs\n", l.Agent, l.TTLMS, l.ExpiresIn)
+	}
+	if len(st.OpenSagas) == 0 {
+		fmt.Fprintln(w, "open sagas: none")
+	} else {
+		ids := make([]string, len(st.OpenSagas))
+		for i, id := range st.OpenSagas {
+			ids[i] = strconv.FormatUint(id, 10)
+		}
+		fmt.Fprintf(w, "open sagas: %s\n", strings.Join(ids, ", "))
+	}
+}
+
+// Texts of an op that succeeded (with --json: {"ok":true,"op":...}).
+const (
+	haltedText = "halted: every actuator is at its safe policy and every command is refused until an operator resets"
+	resetText  = "reset: the halt is cleared; controllers must hello again and begin new sagas"
+)
+
+// withoutLease dials without taking a lease, runs op's call, and prints
+// done when it succeeds. notice: warn first if the supervisor is halted.
+func withoutLease(ctx context.Context, opt client.Options, out *output, op, done string, notice bool, call func(*client.Client) error) error {
+	opt.NoLease = true
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		return out.fail(op, err)
+	}
+	defer c.Close(context.Background())
+	if notice {
+		noticeHaltRetained(ctx, c, opt, out)
+	}
+	if err := call(c); err != nil {
+		return out.fail(op, err)
+	}
+	out.done(op, done)
+	return nil
+}
+
+func opHalt(ctx context.Context, opt client.Options, out *output, reason string) error {
+	return withoutLease(ctx, opt, out, "halt", haltedText, false, func(c *client.Client) error { return c.Halt(ctx, reason) })
+}
+
+func opReset(ctx context.Context, opt client.Options, out *output, token string) error {
+	return withoutLease(ctx, opt, out, "reset", resetText, true, func(c *client.Client) error { return c.Reset(ctx, token) })
+}
+
+func opHello(ctx context.Context, opt client.Options, out *output) error {
+	c, err := client.Dial(ctx, opt)
+	if err != nil {
+		out.noticeHaltRefusal(err)
+		return out.fail("hello", err)
+	}
+	l, _ := c.Lease()
+	cctx, cancel := cleanupCtx(opt)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		return out.fail("bye", err)
+	}
+	if out.json {
+		out.printJSON(out.withHalt(map[string]any{"ok": true, "op": "hello", "agent": opt.Agent, "lease": l.ID, "epoch": l.Epoch,
+			"ttl_ms": l.TTL.Milliseconds(), "heartbeat_ms": l.Heartbeat.Milliseconds()}))
+	} else {
+		fmt.Fprintf(out.w, "hello: agent %s got lease %s, epoch %d, ttl %v (heartbeat every %v)\n", opt.Agent, l.ID, l.Epoch, l.TTL, l.Heartbeat)
+		fmt.Fprintln(out.w, "bye: lease ended")
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// opResetHTTP resets over the supervisor's HTTP API, as an operator does:
+// the token goes as a bearer token, never through the broker.
+func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *output, token string) error {
+	noticeHaltHTTP(ctx, base, timeout, out)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(`{"operator":"ctl"}`))
+	if err != nil {
+		return usageErr(fmt.Errorf("--http: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out.fail("reset", err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	json.NewDecoder(io.LimitReader(res.Body, 64<<10)).Decode(&body)
+	if res.StatusCode != http.StatusOK {
+		if body.Code == "" {
+			body.Code, body.Message = api.CodeInternal, res.Status
+		}
+		return out.fail("reset", &client.Error{Op: "reset", Code: body.Code, Message: body.Message})
+	}
+	out.done("reset", resetText)
+	return nil
+}
