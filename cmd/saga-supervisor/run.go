@@ -62,6 +62,12 @@ func runRun(args []string, w io.Writer) error {
 	for _, warn := range cfg.Warnings() {
 		lg.Warn("config: " + warn)
 	}
+	// A stop asked for while the daemon starts waits for the start, then
+	// takes the orderly path below: unwound and parked, never the default
+	// action of SIGTERM (exit at once, with sagas open and status online).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	lg.Info("starting", "version", buildinfo.Get().Version, "config", source, "device", cfg.Device)
 
 	// Start-up (crash recovery) is extended past TimeoutStartSec while it
@@ -97,8 +103,6 @@ func runRun(args []string, w io.Writer) error {
 		lg.Info("systemd watchdog enabled", "interval", every)
 	}
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case s := <-sig:
 		lg.Info("stopping", "signal", s.String())
