@@ -1,24 +1,22 @@
 package mqtt
 
 import (
-	"bytes"
-	"github.com/saga-supervisor/saga-supervisor/api"
-	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
-	"slices"
-
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
 )
 
 // Handler takes the requests a Transport receives; the supervisor
@@ -62,14 +60,6 @@ type TransportOptions struct {
 	MaxPayload int
 	QueueLen   int          // messages waiting to be published; default 4096
 	Logger     *slog.Logger // nil: discard
-}
-
-// outbound is one message waiting to be published.
-type outbound struct {
-	topic     string
-	retained  bool
-	payload   []byte
-	droppable bool // a refusal of a flood (RATE_LIMITED, BUSY): given up first when an agent's replies back up
 }
 
 // Transport is the supervisor's MQTT client: a persistent session, a last
@@ -125,35 +115,6 @@ type Transport struct {
 	// again: its reply, sent or queued, would come twice and out of order.
 	seen recentIDs
 }
-
-// recentIDs is a bounded set of the last (agent, id) pairs received.
-type recentIDs struct {
-	mu   sync.Mutex
-	set  map[[2]string]struct{}
-	ring [][2]string
-	next int
-}
-
-// add records k and reports whether it was already there.
-func (r *recentIDs) add(k [2]string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.set[k]; ok {
-		return true
-	}
-	if r.set == nil {
-		r.set, r.ring = map[[2]string]struct{}{}, make([][2]string, recentRequests)
-	}
-	delete(r.set, r.ring[r.next])
-	r.ring[r.next] = k
-	r.next = (r.next + 1) % len(r.ring)
-	r.set[k] = struct{}{}
-	return false
-}
-
-// recentRequests is how many received requests recentIDs remembers: far
-// more than a broker redelivers at a reconnect (its in-flight window).
-const recentRequests = 4096
 
 // StartTransport is NewTransport and Start in one.
 func StartTransport(opt TransportOptions, h Handler) (*Transport, error) {
@@ -289,12 +250,12 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 }
 
 // onLost marks a connection down. paho calls it on a goroutine of its own,
-// so it may run after the next connection is up and subscribed (seen in
-// CI: a client-id takeover, the reconnect's onConnect, then the old
-// connection's loss marked the new one down — the daemon stayed not ready
-// and its replies waited for a link that was up). A loss found with the
-// client connected again is the old connection's, and changes nothing:
-// the new connection's own loss, if it comes, is reported in turn.
+// so it may run after the next connection is up and subscribed (after a
+// client-id takeover, the reconnect's onConnect can come first). A loss
+// found with the client connected again is the old connection's, and
+// changes nothing: marking the new one down would leave the daemon not
+// ready and its replies waiting for a link that is up. The new
+// connection's own loss, if it comes, is reported in turn.
 func (t *Transport) onLost(clientID string, c paho.Client, err error) {
 	t.log.Warn("mqtt connection lost", "client", clientID, "err", err)
 	if c.IsConnectionOpen() {
@@ -310,50 +271,6 @@ func (t *Transport) onLost(clientID string, c paho.Client, err error) {
 		t.linked, t.linkedOpen = make(chan struct{}), false
 	}
 	t.mu.Unlock()
-}
-
-// onEstopConnect subscribes the e-stop connection (again, after a
-// reconnect).
-func (t *Transport) onEstopConnect(c paho.Client) {
-	t.estopUp.Store(false) // until this connection is subscribed
-	subs := map[string]byte{t.opt.Topics.Estop(): 1, t.opt.Topics.EstopFilter(): 1}
-	tok := c.SubscribeMultiple(subs, t.onEstop)
-	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.log.Error("mqtt e-stop subscribe failed", "err", tok.Error())
-		return
-	}
-	t.estopUp.Store(c.IsConnectionOpen())
-	t.estopOnce.Do(func() { close(t.estopSubd) })
-}
-
-// onEstop latches a halt for any message on an e-stop topic, whatever its
-// payload: an e-stop is never refused for its form. A payload that is a
-// valid halt request lends its id (for the reply) and reason. A retained
-// message is ignored, like a retained command: acting on it would halt the
-// robot again at every reconnect, long after it was sent.
-func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
-	topic, received := m.Topic(), time.Now()
-	if m.Retained() {
-		t.log.Warn("mqtt: retained message on an e-stop topic ignored", "topic", topic)
-		return
-	}
-	agent, _ := strings.CutPrefix(topic, t.opt.Topics.Estop()+"/")
-	if topic == t.opt.Topics.Estop() || api.ValidName(agent) != nil {
-		agent = ""
-	}
-	req := api.Request{Op: api.OpHalt, Agent: agent, Reason: "e-stop topic"}
-	if r, derr := api.DecodeRequest(m.Payload(), t.maxRequest()); derr == nil && r.Op == api.OpHalt && (agent == "" || r.Agent == agent) {
-		req.ID, req.Reason = r.ID, r.Reason
-		if agent == "" {
-			agent = r.Agent
-		}
-		req.Agent = agent
-	}
-	t.h.Submit(agent, req, nil, received, func(rep api.Reply) {
-		if req.ID != "" {
-			t.reply(agent, rep, true)
-		}
-	})
 }
 
 // onConnect subscribes (again, after a reconnect) and republishes status.
@@ -380,423 +297,26 @@ func (t *Transport) onConnect(c paho.Client) {
 	// The publisher goroutine does it, as it publishes everything else:
 	// from one goroutine, each retained topic's newest payload read as it
 	// is sent, a retained topic can never go back to an older value (a
-	// snapshot published from here raced the publisher's newer status and
-	// left the broker with the older one).
+	// snapshot published from here could race the publisher's newer status
+	// and leave the broker with the older one).
 	select {
 	case t.repub <- struct{}{}:
 	default: // one is pending already
 	}
 }
 
-// enqueue is paho's message handler, called in arrival order on the
-// client's goroutine. It must never block, or it stalls the client's pings
-// and can deadlock it: it routes and decodes, and the Handler only queues
-// (or latches a halt).
-func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
-	topic, received := m.Topic(), time.Now()
-	if m.Retained() {
-		// A retained command would be replayed to every new subscription,
-		// long after it was sent: never act on one. A retained will is as
-		// stale: it would end the agent's lease at every reconnect.
-		t.log.Warn("mqtt: retained message on a command or will topic ignored", "topic", topic)
+// onEstopConnect subscribes the e-stop connection (again, after a
+// reconnect).
+func (t *Transport) onEstopConnect(c paho.Client) {
+	t.estopUp.Store(false) // until this connection is subscribed
+	subs := map[string]byte{t.opt.Topics.Estop(): 1, t.opt.Topics.EstopFilter(): 1}
+	tok := c.SubscribeMultiple(subs, t.onEstop)
+	if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.log.Error("mqtt e-stop subscribe failed", "err", tok.Error())
 		return
 	}
-	if agent, ok := strings.CutPrefix(topic, strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")); ok {
-		if api.ValidName(agent) == nil {
-			t.h.AgentGone(agent, string(m.Payload()))
-		}
-		return
-	}
-	topicAgent, own := strings.CutPrefix(topic, t.opt.Topics.Cmd()+"/")
-	if own && api.ValidName(topicAgent) == nil && !mayBeHalt(m.Payload()) && t.shed(topicAgent) {
-		// The agent is over its rate: refused before decoding, so a flood
-		// costs the supervisor as little as possible. A payload that may
-		// be a halt is always decoded: the halt path never sheds.
-		return
-	}
-	req, derr := api.DecodeRequest(m.Payload(), t.maxRequest())
-	agent := req.Agent
-	if own {
-		if api.ValidName(topicAgent) != nil {
-			return // cannot be answered, and cannot be anyone's
-		}
-		if derr == nil && req.Agent != topicAgent {
-			derr = &api.Error{Code: api.CodeBadRequest, Field: "agent",
-				Message: fmt.Sprintf("agent %q does not match the topic %s: an agent speaks only for itself", req.Agent, topic)}
-			req = api.Request{ID: req.ID}
-		}
-		agent = topicAgent // the reply goes to whoever may write this topic
-		req.Agent = topicAgent
-	}
-	if key := [2]string{agent, req.ID}; req.ID != "" && t.seen.add(key) && m.Duplicate() {
-		// The broker sent it again (it had no acknowledgement: a stop, a
-		// reconnect). It was received and is answered, or queued to be.
-		return
-	}
-	halt := derr == nil && req.Op == api.OpHalt
-	t.h.Submit(agent, req, derr, received, func(rep api.Reply) { t.reply(agent, rep, halt) })
-}
-
-// mayBeHalt reports whether payload could decode to a halt request: it
-// holds "halt", or a \u escape (JSON may spell any letter of "halt" as
-// one, "\u0068alt"). A payload that is neither cannot be a halt, and may be
-// shed unread.
-func mayBeHalt(payload []byte) bool {
-	return bytes.Contains(payload, []byte("halt")) || bytes.Contains(payload, []byte(`\u`))
-}
-
-// IsHalt reports whether payload is a halt request. The embedded broker
-// asks it of every command it would hold back for a congested supervisor
-// (embedded.Options.Urgent): a halt is never held back. Most payloads are
-// told apart by mayBeHalt alone; the few that may be a halt are decoded,
-// so a flooder cannot slip past by naming "halt" in another field.
-func IsHalt(payload []byte) bool {
-	if !mayBeHalt(payload) {
-		return false
-	}
-	req, err := api.DecodeRequest(payload, api.DefaultMaxRequestBytes)
-	return err == nil && req.Op == api.OpHalt
-}
-
-// shed asks the Handler whether agent's request may be refused unread.
-func (t *Transport) shed(agent string) bool {
-	s, ok := t.h.(Shedder)
-	return ok && s.Shed(agent)
-}
-
-// maxRequest is the bound on a request payload.
-func (t *Transport) maxRequest() int { return min(api.DefaultMaxRequestBytes, t.opt.MaxPayload) }
-
-// reply publishes rep to agent, or on the events topic when there is no
-// agent to address.
-//
-// No message exceeds MaxPayload: a reply too large (the report of a long
-// unwind, a status with many sagas) is summarised to fit. A broker refuses
-// an oversized publish by dropping it or the connection; the supervisor
-// then reconnected and sent it again, in a loop.
-func (t *Transport) reply(agent string, rep api.Reply, urgent bool) {
-	if api.ValidName(agent) == nil {
-		t.publishBounded(t.opt.Topics.Reply(agent), api.EncodeReplyMax(rep, t.opt.MaxPayload), urgent, floodRefusal(rep))
-		return
-	}
-	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(api.Event{Kind: api.EventReply, Reply: &rep}, t.opt.MaxPayload), urgent, floodRefusal(rep))
-}
-
-// publishBounded publishes a payload a bounded encoder made; nil (nothing
-// fits) is counted and logged instead.
-func (t *Transport) publishBounded(topic string, b []byte, urgent, droppable bool) {
-	if b == nil {
-		t.tooLarge.Add(1)
-		t.log.Error("mqtt: message does not fit max_payload even summarised: not published", "topic", topic, "max_payload", t.opt.MaxPayload)
-		return
-	}
-	t.publish(topic, false, b, urgent, droppable)
-}
-
-// floodRefusal reports whether rep refuses a request for the agent's rate
-// or queue: when its replies back up, those give way first.
-func floodRefusal(rep api.Reply) bool {
-	return !rep.OK && (rep.Code == api.CodeRateLimited || rep.Code == api.CodeBusy)
-}
-
-// TooLarge is how many messages could not be published because not even
-// their summary fits MaxPayload.
-func (t *Transport) TooLarge() uint64 { return t.tooLarge.Load() }
-
-// publisher is the goroutine that hands queued messages to the client. The
-// urgent queue (halt replies, the status) goes first: under a flood, the
-// out queue carries thousands of refusals a second, and what a halt did
-// must not wait behind them.
-//
-// Messages of the out queue (replies, events) are handed to the client one
-// topic at a time: the next message to a topic only once the broker has
-// acknowledged the one before (topicLanes). With more than one in flight, a
-// lost connection reordered them: paho resends the unacknowledged ones from
-// its store on reconnect, while a Publish call that was waiting to be
-// written when the connection went is written by the new connection's
-// writer, racing the resend — an agent saw hb-12's reply before hb-11's
-// after the daemon was stopped (SIGSTOP) and continued. Topics (agents)
-// still go out side by side, so one agent's backlog never delays another's
-// replies, and a reply waits one broker round trip at most behind the one
-// before it.
-func (t *Transport) publisher() {
-	defer close(t.done)
-	lanes := &topicLanes{t: t, lanes: map[string]*topicLane{}}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	urgent, out := t.urgent, t.out
-	for urgent != nil || out != nil {
-		var m outbound
-		var ok bool
-		select {
-		case <-t.repub:
-			m, ok = outbound{retained: true}, true // every retained topic
-		case m, ok = <-urgent:
-			if !ok {
-				urgent = nil
-				continue
-			}
-		default:
-			select {
-			case <-t.repub:
-				m, ok = outbound{retained: true}, true
-			case m, ok = <-urgent:
-				if !ok {
-					urgent = nil
-					continue
-				}
-			case <-t.store.acked:
-				lanes.advance(false)
-				continue
-			case <-tick.C:
-				lanes.advance(true)
-				continue
-			case m, ok = <-out:
-				if !ok {
-					out = nil
-					continue
-				}
-				lanes.put(m)
-				continue
-			}
-		}
-		t.send(m)
-	}
-	lanes.flush()
-}
-
-// topicLanes are the messages of the out queue waiting for the one before
-// them on their topic to be acknowledged. Only the publisher goroutine
-// touches them.
-type topicLanes struct {
-	t     *Transport
-	lanes map[string]*topicLane // topics with a message in flight
-	held  int                   // messages waiting in all lanes
-}
-
-type topicLane struct {
-	q     []outbound
-	key   string // the client's store key of the message in flight
-	seq   uint64 // and the order it was stored in (keys are reused)
-	since time.Time
-}
-
-// laneStall bounds the wait for one acknowledgement while the connection
-// is up: a broker that never acknowledges must not silence a topic.
-const laneStall = 10 * time.Second
-
-// put sends m at once if nothing is in flight on its topic, or queues it
-// behind what is. Held messages are bounded by QueueLen in all, and one
-// topic may hold an eighth of that before its refusals (droppable) give
-// way: a flooding agent drops its own refusal replies, not the replies to
-// requests that were served, nor anyone else's.
-func (l *topicLanes) put(m outbound) {
-	ln := l.lanes[m.topic]
-	if ln == nil {
-		ln = &topicLane{}
-		l.lanes[m.topic] = ln
-	}
-	if ln.key == "" && len(ln.q) == 0 {
-		l.sendTracked(ln, m)
-		l.forget(m.topic, ln)
-		return
-	}
-	if len(ln.q) >= max(64, l.t.opt.QueueLen/8) || l.held >= l.t.opt.QueueLen {
-		i := slices.IndexFunc(ln.q, func(o outbound) bool { return o.droppable })
-		switch {
-		case m.droppable || i < 0 && l.held >= l.t.opt.QueueLen:
-			l.t.countDropped(m.topic)
-			return
-		case i >= 0:
-			ln.q = slices.Delete(ln.q, i, i+1)
-			l.held--
-			l.t.countDropped(m.topic)
-		}
-	}
-	ln.q = append(ln.q, m)
-	l.held++
-}
-
-// advance sends the next message of every lane whose message in flight was
-// acknowledged; on a tick, also of a lane that waited laneStall with the
-// connection up.
-func (l *topicLanes) advance(tick bool) {
-	for topic, ln := range l.lanes {
-		if ln.key != "" && !l.t.store.holds(ln.key, ln.seq) {
-			ln.key = ""
-		}
-		if tick && ln.key != "" && time.Since(ln.since) > laneStall && l.t.client.IsConnectionOpen() {
-			l.t.log.Warn("mqtt: no acknowledgement from the broker: sending the next message anyway", "topic", topic, "waited", time.Since(ln.since).Round(time.Second))
-			ln.key = ""
-		}
-		if ln.key == "" && len(ln.q) > 0 {
-			m := ln.q[0]
-			ln.q[0] = outbound{}
-			ln.q = ln.q[1:]
-			l.held--
-			l.sendTracked(ln, m)
-		}
-		l.forget(topic, ln)
-	}
-}
-
-// forget drops an idle lane.
-func (l *topicLanes) forget(topic string, ln *topicLane) {
-	if ln.key == "" && len(ln.q) == 0 {
-		delete(l.lanes, topic)
-	}
-}
-
-// sendTracked sends m and remembers its store key, if the client stored it
-// (it did not if it is already acknowledged, or was not sent).
-func (l *topicLanes) sendTracked(ln *topicLane, m outbound) {
-	tok := l.t.send(m)
-	pt, ok := tok.(interface{ MessageID() uint16 })
-	if !ok || pt.MessageID() == 0 {
-		return
-	}
-	key := "o." + strconv.Itoa(int(pt.MessageID()))
-	if seq, ok := l.t.store.stored(key); ok {
-		ln.key, ln.seq, ln.since = key, seq, time.Now()
-	}
-}
-
-// flush hands the client what the lanes still hold, at Close, in order
-// per topic and without waiting for acknowledgements (the connection is
-// about to end; at worst a reply is lost, not reordered by a resume).
-func (l *topicLanes) flush() {
-	for _, ln := range l.lanes {
-		for _, m := range ln.q {
-			l.t.send(m)
-		}
-	}
-	clear(l.lanes)
-}
-
-// send publishes one message if the client is connected; a retained topic
-// is sent with its newest payload, whatever payload it was queued with. A
-// repub marker sends every retained topic, in the order they were last
-// published: a reader that subscribes meanwhile sees the actuators in the
-// order they last changed. It returns the client's token of a message that
-// is not retained (nil if none was sent).
-func (t *Transport) send(m outbound) paho.Token {
-	if !t.waitLink() {
-		return nil
-	}
-	if !m.retained {
-		return t.client.Publish(m.topic, t.qos(m.topic, false), false, m.payload)
-	}
-	t.mu.Lock()
-	var msgs []outbound
-	if m.topic == "" {
-		for _, topic := range t.order {
-			msgs = append(msgs, outbound{topic: topic, retained: true, payload: t.retained[topic]})
-		}
-	} else {
-		msgs = []outbound{{topic: m.topic, retained: true, payload: t.retained[m.topic]}}
-	}
-	t.mu.Unlock()
-	for _, r := range msgs {
-		t.client.Publish(r.topic, t.qos(r.topic, true), true, r.payload)
-	}
-	return nil
-}
-
-// waitLink waits until the command connection is up and subscribed, and
-// reports whether it is; false once Close has begun with the link down.
-// Replies wait here across an outage, in order, rather than being dropped:
-// a reply dropped while requests sent during the outage were still to
-// come reached the agent after theirs, or never (issue 13).
-func (t *Transport) waitLink() bool {
-	for {
-		t.mu.Lock()
-		linked := t.linked
-		t.mu.Unlock()
-		select {
-		case <-linked:
-			if t.client.IsConnectionOpen() {
-				t.awaitResumed()
-				return true
-			}
-			// Lost since: the handler replaces linked; wait again.
-			time.Sleep(10 * time.Millisecond)
-		case <-t.stopping:
-			return t.client.IsConnectionOpen()
-		}
-	}
-}
-
-// awaitResumed waits, for a second at most, until the publishes the
-// session resume resends are acknowledged.
-func (t *Transport) awaitResumed() {
-	t.mu.Lock()
-	resumed := t.resumed
-	t.mu.Unlock()
-	if len(resumed) == 0 {
-		return
-	}
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && t.store.holdsAny(resumed); {
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.mu.Lock()
-	t.resumed = nil
-	t.mu.Unlock()
-}
-
-// Publish queues a message for the transport's publisher goroutine and
-// returns at once; when the queue is full the message is dropped and
-// counted (Dropped). Nothing is handed to the client while the connection
-// is down: the publisher waits for it, and then sends what was queued in
-// order (retained topics with their newest payload). Queueing QoS 1 publishes across a
-// reconnect is also what races inside paho v1.5.1's session resume
-// (eclipse-paho/paho.mqtt.golang#703).
-func (t *Transport) Publish(topic string, retained bool, payload []byte) {
-	t.publish(topic, retained, payload, false, false)
-}
-
-// publish queues a message, on the urgent queue or the ordinary one.
-func (t *Transport) publish(topic string, retained bool, payload []byte, urgent, droppable bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if retained && payload != nil {
-		t.storeRetained(topic, payload)
-	}
-	if retained {
-		payload = nil // sent as the topic's newest payload (send)
-	}
-	if t.closed {
-		return
-	}
-	q := t.out
-	if urgent {
-		q = t.urgent
-	}
-	select {
-	case q <- outbound{topic: topic, retained: retained, payload: payload, droppable: droppable}:
-	default:
-		// The broker is not taking messages as fast as they come; a
-		// retained one is kept above and republished on the next connect.
-		t.countDropped(topic)
-	}
-}
-
-// countDropped counts a message not published: the broker is not taking
-// messages as fast as they come.
-func (t *Transport) countDropped(topic string) {
-	if n := t.dropped.Add(1); n&(n-1) == 0 { // log at 1, 2, 4, 8, ...
-		t.log.Error("mqtt: outgoing queue full: message dropped", "topic", topic, "dropped", n)
-	}
-}
-
-// storeRetained keeps a retained topic's newest payload. Call with t.mu
-// held. order keeps the topics in the order of their latest publish, so a
-// reconnect replays them as a reader saw them change.
-func (t *Transport) storeRetained(topic string, payload []byte) {
-	if _, ok := t.retained[topic]; ok {
-		t.order = slices.DeleteFunc(t.order, func(s string) bool { return s == topic })
-	}
-	t.order = append(t.order, topic)
-	t.retained[topic] = payload
+	t.estopUp.Store(c.IsConnectionOpen())
+	t.estopOnce.Do(func() { close(t.estopSubd) })
 }
 
 // Name names the transport as a safety input of the supervisor.
@@ -816,54 +336,6 @@ func (t *Transport) Ready() error {
 	return nil
 }
 
-// Dropped is how many messages were not published because the outgoing
-// queue was full.
-func (t *Transport) Dropped() uint64 { return t.dropped.Load() }
-
-// qos is 1 for requests' replies, events and the status; retained
-// last-value messages (actuator state) go at QoS 0. They are republished on
-// every change and every connect, so a lost one is replaced, and delivering
-// a burst of retained QoS 1 messages on subscribe stalls later QoS 1
-// deliveries to that client on the embedded broker (mochi v2.7.9: replies
-// were lost after a client subscribed to state/+ before its reply topic).
-func (t *Transport) qos(topic string, retained bool) byte {
-	if retained && topic != t.opt.Topics.Status() {
-		return 0
-	}
-	return 1
-}
-
-// PublishEvent publishes an event (supervisor.Publisher).
-func (t *Transport) PublishEvent(ev api.Event) {
-	t.publishBounded(t.opt.Topics.Events(), api.EncodeEventMax(ev, t.opt.MaxPayload), false, false)
-}
-
-// PublishState publishes an actuator's retained state (supervisor.Publisher).
-func (t *Transport) PublishState(st api.State) {
-	t.Publish(t.opt.Topics.State(st.Actuator), true, api.EncodeState(st))
-}
-
-// SetStatus publishes the retained status when it changed.
-//
-// Each status that differs from the last carries the next sequence number
-// (Status.Seq): the retained status a reader finds is always the newest,
-// and a reader that sees two can tell which.
-func (t *Transport) SetStatus(s api.Status) {
-	s.State, s.Seq = api.StateOnline, 0
-	key := string(api.EncodeStatus(s))
-	t.mu.Lock()
-	if key == t.statusKey {
-		t.mu.Unlock()
-		return
-	}
-	t.statusKey = key
-	t.statusSeq++
-	s.Seq = t.statusSeq
-	t.storeRetained(t.opt.Topics.Status(), api.EncodeStatus(s))
-	t.mu.Unlock()
-	t.publish(t.opt.Topics.Status(), true, nil, true, false)
-}
-
 // Close publishes "offline" on the status topic first — a clean disconnect
 // suppresses the will — then stops the worker and disconnects.
 func (t *Transport) Close() error {
@@ -880,19 +352,6 @@ func (t *Transport) Close() error {
 		t.estop.Disconnect(250)
 	})
 	return err
-}
-
-// stopWorker marks the transport closed, so no publish queues any more, and
-// returns once the worker has handed on what was queued and exited. Callers
-// run it inside t.once, so it runs at most once.
-func (t *Transport) stopWorker() {
-	t.mu.Lock()
-	t.closed = true
-	close(t.stopping)
-	close(t.out)
-	close(t.urgent)
-	t.mu.Unlock()
-	<-t.done
 }
 
 // Retained returns the topics under filter that hold a retained message,
