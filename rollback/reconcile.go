@@ -47,7 +47,7 @@ func (m Mismatch) String() string {
 	return fmt.Sprintf("%s reads %g, the journal says %g", m.Actuator, m.Found, m.Journal)
 }
 
-// Reconcile compares, after replay and before Recover moves anything,
+// Reconcile compares, after the rebuild and before Recover moves anything,
 // where the journal says each actuator is with where it reads back (the
 // actuators whose drivers implement actuators.ReadBacker and report a
 // position). A step or compensation in flight at the crash allows both the

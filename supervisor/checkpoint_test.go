@@ -46,7 +46,8 @@ func sagas(t *testing.T, e *rollback.Engine, n int) {
 
 // While the daemon serves, checkpoints follow the journal and retention
 // keeps it under its bound; a restart starts from the checkpoint Close
-// wrote and replays nothing; every record is verified after start.
+// wrote and applies no record after it; every record is verified after
+// start.
 func TestCheckpointsAndRetentionWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	edit := func(c *config.Config) {
@@ -81,8 +82,8 @@ func TestCheckpointsAndRetentionWhileServing(t *testing.T) {
 
 	s2, b2 := newTestSupervisorWith(t, edit, fastCheckpoints)
 	res := s2.Recovered()
-	if res.Opened.Checkpoint == nil || res.Replayed != 0 {
-		t.Fatalf("restart: checkpoint %v, %d records replayed; want the one Close wrote and none", res.Opened.Checkpoint, res.Replayed)
+	if res.Opened.Checkpoint == nil || res.RebuiltRecords != 0 {
+		t.Fatalf("restart: checkpoint %v, %d records rebuilt from; want the one Close wrote and none", res.Opened.Checkpoint, res.RebuiltRecords)
 	}
 	if res.Opened.Records > 2 {
 		t.Fatalf("restart walked %d records", res.Opened.Records)

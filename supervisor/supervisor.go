@@ -110,13 +110,13 @@ type Supervisor struct {
 	bg         sync.WaitGroup // unwinds started off the ingress path (wills)
 	// bgMu guards bgClosed: once Close has begun, no goroutine joins bg
 	// (its Add would race Close's Wait). Never held across I/O.
-	bgMu     sync.Mutex
-	bgClosed bool
-	replayed uint64
-	tailCut  string
-	metrics  *metrics
-	approve  *approvalGate
-	dash     *dashHub // the live dashboard's snapshots (dashboard.go)
+	bgMu           sync.Mutex
+	bgClosed       bool
+	rebuiltRecords uint64
+	tailCut        string
+	metrics        *metrics
+	approve        *approvalGate
+	dash           *dashHub // the live dashboard's snapshots (dashboard.go)
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -210,7 +210,7 @@ func New(opt Options) (*Supervisor, error) {
 	for _, rep := range res.Reports {
 		m.unwound(rep)
 	}
-	s.rec, s.engine, s.journal, s.replayed = res, res.Engine, res.Log, res.Replayed
+	s.rec, s.engine, s.journal, s.rebuiltRecords = res, res.Engine, res.Log, res.RebuiltRecords
 	if err := m.journalStats(res); err != nil {
 		res.Close()
 		m.unregister()

@@ -81,7 +81,7 @@ func retainedJournal(t *testing.T) string {
 
 // A journal retention shortened is judged from its checkpoint: verify
 // passes it and certify finds every saga it holds committed. Before, the
-// tools replayed its records from an empty state and refused the first
+// tools rebuilt from its records from an empty state and refused the first
 // record of a saga begun in the deleted segments.
 func TestToolsJudgeARetainedJournalFromItsCheckpoint(t *testing.T) {
 	dir := retainedJournal(t)

@@ -70,7 +70,7 @@ func TestToolsRefuseWhereNoJournalIs(t *testing.T) {
 
 // Records with an intact chain that the engine never writes where they
 // stand. verify and certify refuse exactly what the daemon's start
-// (recovery.Open, replaying through the engine) refuses, at the same
+// (recovery.Open, rebuilding the engine) refuses, at the same
 // record, and pass what it starts on. (verify and certify checked only the
 // chain and that each payload decodes: a clean END with no ABORT passed.)
 func TestToolsRefuseWhatTheDaemonRefuses(t *testing.T) {
