@@ -37,8 +37,8 @@ func halts(recs []Record) []string {
 }
 
 // A halt latched while a step's intent is being fsynced wins: the effect
-// never fires and the intent is closed as not applied (the race the issue
-// names: the latch was checked only before the intent).
+// never fires and the intent is closed as not applied (the race a latch
+// checked only before the intent would lose).
 func TestHaltDuringIntentFsyncWins(t *testing.T) {
 	bj := &blockingJournal{memJournal: &memJournal{}, entered: make(chan struct{}, 16), release: make(chan struct{})}
 	r := newRig(t, func(c *Config) { c.Journal = bj })

@@ -60,10 +60,10 @@ func (m Mismatch) String() string {
 // (ErrNoReading: detached, or never commanded) is left as the journal
 // says. One whose read-back fails otherwise is read again, up to
 // reconcileReadWait for all together, and then reported Unreadable: the
-// caller halts for it too. (It was left as the journal said: a serial
-// board read before its first report after a restart made every read fail,
-// and recovery unwound open sagas from where the journal thought the
-// actuators were, while the board's watchdog had parked them elsewhere.)
+// caller halts for it too. (Left as the journal says, a serial board read
+// before its first report after a restart would fail every read, and
+// recovery would unwind open sagas from where the journal thinks the
+// actuators are, while the board's watchdog has parked them elsewhere.)
 func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 	var out []Mismatch
 	readDeadline := time.Now().Add(reconcileReadWait)

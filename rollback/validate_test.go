@@ -218,8 +218,8 @@ func validate(j journalOf) error {
 // journal a run leaves — cut by a crash after any record — then finished by
 // a recovery, and that recovery cut by a crash after any of its own records
 // and finished by another, passes the validator, in either unwind order.
-// (An ABORT without a reason was rebuilt as no ABORT at all, and recovery
-// journaled a second one.)
+// (It fails if an ABORT without a reason is rebuilt as no ABORT at all:
+// recovery then journals a second one.)
 func TestEngineWritesOnlyWhatRebuildAccepts(t *testing.T) {
 	jammed := errors.New("jammed")
 	scenarios := []struct {
@@ -329,8 +329,7 @@ func TestEngineWritesOnlyWhatRebuildAccepts(t *testing.T) {
 }
 
 // An ABORT journaled without a reason still aborts the saga in the
-// rebuild: recovery resumes its unwind and journals no second ABORT. (The
-// rebuild took the empty reason for no ABORT at all.)
+// rebuild: recovery resumes its unwind and journals no second ABORT.
 func TestAbortWithoutReasonRebuildsAsAborted(t *testing.T) {
 	r := newRig(t, nil)
 	s := r.begin(t)

@@ -138,10 +138,9 @@ func TestDamageBehindTheCheckpointIsFoundAfterStart(t *testing.T) {
 }
 
 // TestVerificationWhileServingIsClean: commands journaled while the
-// verification after start runs are not damage. The pass read on into the
-// batch being written, saw a frame still zeros with a whole one after it,
-// and set saga_journal_verified to 0 on a healthy daemon (found by the
-// monitoring test: 5 starts of 5).
+// verification after start runs are not damage. A pass reading on into
+// the batch being written would see a frame still zeros with a whole one
+// after it and set saga_journal_verified to 0 on a healthy daemon.
 func TestVerificationWhileServingIsClean(t *testing.T) {
 	for round := range 5 {
 		dir := t.TempDir()

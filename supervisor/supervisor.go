@@ -358,9 +358,9 @@ func (s *Supervisor) poll() {
 func (s *Supervisor) refresh() {
 	// One at a time: Reset refreshes on its caller's goroutine while the
 	// poller may be refreshing too, and a refresh that read the state
-	// before the reset must not store or publish it after (found by the
-	// MQTT bench: status said halted, and begin got NOT_READY, for up to a
-	// poll interval after a confirmed reset). Never taken on the halt path.
+	// before the reset must not store or publish it after (status would
+	// say halted, and begin get NOT_READY, for up to a poll interval after
+	// a confirmed reset). Never taken on the halt path.
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	for _, ev := range s.supplies.Poll(s.now()) {

@@ -130,7 +130,6 @@ func TestRepairCommand(t *testing.T) {
 // repair --at SEQ says what a cut just before it removes, changes nothing
 // without --yes, and with --yes cuts there (the bytes kept), after which the
 // journal verifies, the rebuild accepts it and the daemon would start on it.
-// Before, such a journal could be neither started nor repaired.
 func TestRepairAtTheOperatorsRecord(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	writeJournal(t, dir, committed(1, 8)...)
