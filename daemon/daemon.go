@@ -158,7 +158,7 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// The account of the recovery is in the log before anything can see
 	// the daemon ready (MQTT status or /readyz).
 	rec := d.Sup.Recovered()
-	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.Replayed, "recovered_sagas", len(rec.Reports), "took", rec.Took)
+	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.RebuiltRecords, "recovered_sagas", len(rec.Reports), "took", rec.Took)
 	for _, rep := range rec.Reports {
 		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
 	}

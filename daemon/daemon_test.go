@@ -64,8 +64,8 @@ func TestStartAndClose(t *testing.T) {
 
 // A port in use is an error from Start — before recovery, before the
 // transport connects, before anything could report ready — and what was
-// started is stopped again. Before, `run` printed its banner, told systemd
-// READY and only then found the HTTP port taken.
+// started is stopped again: `run` must not print its banner and tell
+// systemd READY, and only then find the HTTP port taken.
 func TestBusyPortsFailStart(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -249,10 +249,11 @@ type soakLook struct {
 }
 
 // look takes a soakLook and says how the views disagree ("" when they
-// agree): the board's outputs, the supervisor's status, the journal
-// replayed, and the retained state topics must all put every actuator in
-// the same place, and the supervisor must be ready, not halted, and say so
-// on its retained status. The journal must not have moved while looking.
+// agree): the board's outputs, the supervisor's status, an engine rebuilt
+// from the journal, and the retained state topics must all put every
+// actuator in the same place, and the supervisor must be ready, not halted,
+// and say so on its retained status. The journal must not have moved while
+// looking.
 func (s *soak) look() (soakLook, string) {
 	var l soakLook
 	st1, err := s.tryStatus()

@@ -17,11 +17,11 @@ import (
 )
 
 // journalView is what the journal says: the belief a restart would come
-// up with (every record replayed into an engine, as recovery does), and
+// up with (an engine rebuilt from every record, as recovery does), and
 // what the soak checks of the history.
 type journalView struct {
 	lastSeq   uint64
-	commanded map[string]float64 // replayed, per actuator
+	commanded map[string]float64 // rebuilt, per actuator
 	committed map[uint64]uint64  // saga → seq of its COMMIT
 	halts     []uint64           // seqs of HALT records
 	resets    []uint64           // seqs of RESET records
@@ -40,12 +40,12 @@ func anyAfter(seqs []uint64, seq uint64) bool {
 	return len(seqs) > 0 && seqs[len(seqs)-1] > seq
 }
 
-// inert is the driver of the replay's actuators: replay moves nothing,
-// and nothing else is asked of it.
+// inert is the driver of the rebuilt engine's actuators: the rebuild moves
+// nothing, and nothing else is asked of it.
 type inert struct{}
 
-func (inert) Set(context.Context, float64) error { return errors.New("soak: replay moves nothing") }
-func (inert) Halt() error                        { return errors.New("soak: replay moves nothing") }
+func (inert) Set(context.Context, float64) error { return errors.New("soak: rebuild moves nothing") }
+func (inert) Halt() error                        { return errors.New("soak: rebuild moves nothing") }
 
 // frozen is inert, and reads back what the board's outputs read at one
 // moment: a reconcile against it finds what a restart at that moment
@@ -62,13 +62,13 @@ func (f frozen) ReadBack(context.Context) (float64, error) {
 	return f.out.Value, nil
 }
 
-// readOnlyJournal refuses every write: replay writes nothing.
+// readOnlyJournal refuses every write: the rebuild writes nothing.
 type readOnlyJournal struct{}
 
 func (readOnlyJournal) Enqueue(uint8, []byte) (uint64, error) {
-	return 0, errors.New("soak: replay writes nothing")
+	return 0, errors.New("soak: rebuild writes nothing")
 }
-func (readOnlyJournal) Sync() error { return errors.New("soak: replay writes nothing") }
+func (readOnlyJournal) Sync() error { return errors.New("soak: rebuild writes nothing") }
 
 // scratchJournal takes every write and keeps none: a reconcile journals
 // what it adopts.
@@ -77,9 +77,9 @@ type scratchJournal struct{ seq uint64 }
 func (j *scratchJournal) Enqueue(uint8, []byte) (uint64, error) { j.seq++; return j.seq, nil }
 func (j *scratchJournal) Sync() error                           { return nil }
 
-// replayEngine builds an engine for cfg's actuators, each driven by
+// newEngine builds an engine for cfg's actuators, each driven by
 // driver(name), writing to j.
-func replayEngine(cfg *config.Config, driver func(string) actuators.Driver, j rollback.Journal) (*rollback.Engine, *actuators.Registry, error) {
+func newEngine(cfg *config.Config, driver func(string) actuators.Driver, j rollback.Journal) (*rollback.Engine, *actuators.Registry, error) {
 	var list []*actuators.Actuator
 	for _, name := range cfg.ActuatorNames() {
 		a := cfg.Actuators[name]
@@ -96,18 +96,18 @@ func replayEngine(cfg *config.Config, driver func(string) actuators.Driver, j ro
 	return e, reg, err
 }
 
-// readJournal replays the journal in dir, of the supervisor configured by
-// cfg, without taking its lock: the supervisor may be running. A record
-// the supervisor is writing at that moment can read as a torn or
-// zero-filled frame; such a read is retried for a moment.
+// readJournal rebuilds an engine from the journal in dir, of the
+// supervisor configured by cfg, without taking its lock: the supervisor
+// may be running. A record the supervisor is writing at that moment can
+// read as a torn or zero-filled frame; such a read is retried for a moment.
 func readJournal(cfg *config.Config, dir string) (*journalView, error) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		e, reg, err := replayEngine(cfg, func(string) actuators.Driver { return inert{} }, readOnlyJournal{})
+		e, reg, err := newEngine(cfg, func(string) actuators.Driver { return inert{} }, readOnlyJournal{})
 		if err != nil {
 			return nil, err
 		}
-		j, err := replay(e, reg, cfg.Journal.WALOptions(), dir)
+		j, err := rebuild(e, reg, cfg.Journal.WALOptions(), dir)
 		e.Close()
 		if err == nil || !strings.Contains(err.Error(), "zero-filled or torn") || time.Now().After(deadline) {
 			return j, err
@@ -119,8 +119,8 @@ func readJournal(cfg *config.Config, dir string) (*journalView, error) {
 // mustReconcile is what a supervisor starting now on the journal in dir
 // must find where the board's outputs read as world shows: the actuators
 // it must adopt (and halt on) before anything moves (docs/DESIGN.md,
-// Recovery). It runs the engine's own reconcile on a replay of the journal
-// whose drivers read back world. The supervisor must not be running.
+// Recovery). It runs the engine's own reconcile on an engine rebuilt from
+// the journal, whose drivers read back world. The supervisor must not be running.
 func mustReconcile(cfg *config.Config, plan *Plan, dir string, world State) ([]rollback.Mismatch, error) {
 	out := map[string]Output{}
 	for _, a := range plan.Actuators {
@@ -128,7 +128,7 @@ func mustReconcile(cfg *config.Config, plan *Plan, dir string, world State) ([]r
 			out[a.Name] = world.Outputs[a.Output]
 		}
 	}
-	e, reg, err := replayEngine(cfg, func(name string) actuators.Driver {
+	e, reg, err := newEngine(cfg, func(name string) actuators.Driver {
 		if o, ok := out[name]; ok {
 			return frozen{out: o}
 		}
@@ -138,13 +138,13 @@ func mustReconcile(cfg *config.Config, plan *Plan, dir string, world State) ([]r
 		return nil, err
 	}
 	defer e.Close()
-	if _, err := replay(e, reg, cfg.Journal.WALOptions(), dir); err != nil {
+	if _, err := rebuild(e, reg, cfg.Journal.WALOptions(), dir); err != nil {
 		return nil, err
 	}
 	return e.Reconcile(context.Background())
 }
 
-func replay(e *rollback.Engine, reg *actuators.Registry, opt wal.Options, dir string) (*journalView, error) {
+func rebuild(e *rollback.Engine, reg *actuators.Registry, opt wal.Options, dir string) (*journalView, error) {
 	j := &journalView{commanded: map[string]float64{}, committed: map[uint64]uint64{}}
 	err := wal.Scan(dir, opt, 1, func(r wal.Record) error {
 		rec, err := rollback.DecodeRecord(r.Type, r.Payload)

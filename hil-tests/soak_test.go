@@ -29,10 +29,10 @@ import (
 // process killed or hung. After each, once the supervisor is ready again —
 // an operator resetting a halt that was the right outcome — it checks that
 // the world (the board's outputs), the supervisor's belief (its status),
-// the journal (replayed as a restart would) and the retained state topics
-// agree; that no acknowledged commit is missing from the journal or was
-// undone; and that a halt was honoured: nothing moved until the reset,
-// and it was journaled.
+// the journal (an engine rebuilt from it, as at a restart) and the retained
+// state topics agree; that no acknowledged commit is missing from the
+// journal or was undone; and that a halt was honoured: nothing moved until
+// the reset, and it was journaled.
 //
 // SOAK_DURATION (e.g. 10m) runs faults until it has passed, the first
 // round a shuffle of every kind; unset (make test), every kind runs once,

@@ -240,8 +240,8 @@ func TestSupervisorKillRecovery(t *testing.T) {
 	// go. The restart reads them back before anything moves, adopts what
 	// it finds (journaled), and stays halted for an operator: no unwind
 	// runs on a belief the journal got wrong (docs/DESIGN.md, reconcile).
-	// Until the soak caught it, the read-back came before the board's first
-	// report, failed, and recovery unwound from the journal's stale belief.
+	// The read-back waits for the board's first report: before it, the read
+	// fails, and recovery would unwind from the journal's stale belief.
 	var body string
 	waitFor(t, "the restarted supervisor to answer, halted", 30*time.Second, func() bool {
 		if r.sup.exited() {

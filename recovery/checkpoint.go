@@ -32,20 +32,20 @@ type CheckpointOptions struct {
 	OnCheckpoint func(at wal.Position, ret wal.RetentionReport)
 }
 
-// Checkpoint defaults: a restart replays at most about this many records
-// after a crash (well under 100 ms on a Pi-class CPU), and a quiet daemon
-// still checkpoints now and then so retention can move.
+// Checkpoint defaults: a restart rebuilds from at most about this many
+// records after a crash (well under 100 ms on a Pi-class CPU), and a quiet
+// daemon still checkpoints now and then so retention can move.
 const (
 	DefaultCheckpointRecords  = 16384
 	DefaultCheckpointInterval = 5 * time.Minute
 )
 
 // Checkpointer keeps the journal's checkpoints while the daemon serves. It
-// owns a replay-only engine (the one recovery rebuilt the state in) and,
+// owns a rebuild-only engine (the one recovery rebuilt the state in) and,
 // every Every, feeds it the records that became durable since (reading the
 // segment files, off the append path: the step path never waits for it),
 // and writes its snapshot as a checkpoint when enough has happened. So a
-// checkpoint is by construction what a replay of the journal up to its
+// checkpoint is by construction what rebuilding from the journal up to its
 // record gives: the serving engine's state, with its effects in flight, is
 // never snapshotted.
 type Checkpointer struct {
@@ -57,7 +57,7 @@ type Checkpointer struct {
 	pos    wal.Position
 	ckSeq  uint64
 	ckTime time.Time
-	err    error // sticky: a record the replay engine refused, a failed read
+	err    error // sticky: a record the rebuild-only engine refused, a failed read
 
 	stop chan struct{}
 	done chan struct{}
@@ -98,15 +98,15 @@ func (c *Checkpointer) run() {
 		case <-t.C:
 			if err := c.catchUp(false); err != nil {
 				// Not sticky: the journal is untouched, and the next
-				// attempt may find space again. Start-up replays more
-				// meanwhile.
+				// attempt may find space again. Start-up rebuilds from
+				// more records meanwhile.
 				c.opt.Logger.Warn("journal checkpoint failed", "err", err)
 			}
 		}
 	}
 }
 
-// catchUp feeds the replay engine what became durable and writes a
+// catchUp feeds the rebuild-only engine what became durable and writes a
 // checkpoint when due (always, if force and anything is new). It returns
 // a failed checkpoint write; a failure to follow the journal stops
 // checkpoints for good (Err).
@@ -161,7 +161,7 @@ func (c *Checkpointer) Err() error {
 }
 
 // Close stops the goroutine, waits for the journal to be durable, writes a
-// last checkpoint of everything, and closes the replay engine. Call it
+// last checkpoint of everything, and closes the rebuild-only engine. Call it
 // after the serving engine is closed and before the journal is.
 func (c *Checkpointer) Close() error {
 	var err error

@@ -17,15 +17,15 @@ type Options struct {
 	WAL wal.Options
 	// Engine configures the engine; its Journal is set by Open.
 	Engine rollback.Config
-	// HaltFirst, if set, is asked after the journal is replayed and before
-	// open sagas are finished; a non-empty answer (an e-stop found pressed
-	// at start) latches halt first, so that recovery moves nothing but the
-	// safe policies: open sagas end unresolved.
+	// HaltFirst, if set, is asked after the state is rebuilt from the
+	// journal and before open sagas are finished; a non-empty answer (an
+	// e-stop found pressed at start) latches halt first, so that recovery
+	// moves nothing but the safe policies: open sagas end unresolved.
 	HaltFirst func() string
 	// Progress, if set, is called as recovery moves on: after the journal
-	// is opened and verified, every 4096 records replayed, and before and
-	// after open sagas are finished (the daemon extends systemd's start
-	// timeout while it is called).
+	// is opened and verified, every 4096 records applied in the rebuild,
+	// and before and after open sagas are finished (the daemon extends
+	// systemd's start timeout while it is called).
 	Progress func()
 	// Checkpoint, if its Every or Manual is set, keeps checkpoints while
 	// the engine serves (see Checkpointer); the zero value writes none.
@@ -38,8 +38,9 @@ type Result struct {
 	Engine *rollback.Engine
 	// Opened is what the journal's open found, including a cut tail.
 	Opened wal.OpenReport
-	// Replayed is how many records rebuilt the engine's state.
-	Replayed uint64
+	// RebuiltRecords is how many records rebuilt the engine's state (those
+	// after the checkpoint started from, or all of them).
+	RebuiltRecords uint64
 	// Rebuilt is the durable record the state was rebuilt up to: a reader
 	// of the journal (the dashboard's tail) follows it from there with
 	// wal.Log.Follow, reading only what was written after.
@@ -99,13 +100,13 @@ func Open(opt Options) (_ *Result, err error) {
 		}
 	}
 	progress()
-	// The journal's state is rebuilt in a replay-only engine — from the
+	// The journal's state is rebuilt in a rebuild-only engine — from the
 	// newest checkpoint, if any, plus the records after it — and handed to
 	// the serving engine as a snapshot: one path, whether the journal has
-	// a checkpoint or not. The replay engine stays, fed from the durable
-	// journal, to write the next checkpoints (Checkpointer).
+	// a checkpoint or not. The rebuild-only engine stays, fed from the
+	// durable journal, to write the next checkpoints (Checkpointer).
 	shadowCfg := opt.Engine
-	shadowCfg.Journal, shadowCfg.Logger, shadowCfg.OnHalt = replayOnly{}, nil, nil
+	shadowCfg.Journal, shadowCfg.Logger, shadowCfg.OnHalt = rebuildOnly{}, nil, nil
 	shadow, err := rollback.New(shadowCfg)
 	if err != nil {
 		return nil, err
@@ -125,8 +126,8 @@ func Open(opt Options) (_ *Result, err error) {
 		from = ck.At
 	}
 	pos, err := res.Log.Follow(from, func(r wal.Record) error {
-		res.Replayed++
-		if res.Replayed%4096 == 0 {
+		res.RebuiltRecords++
+		if res.RebuiltRecords%4096 == 0 {
 			progress()
 		}
 		return shadow.Apply(r.Seq, r.Type, r.Payload)
@@ -209,13 +210,13 @@ func Open(opt Options) (_ *Result, err error) {
 	return res, nil
 }
 
-// replayOnly is the journal of the replay-only engine: it never journals.
-type replayOnly struct{}
+// rebuildOnly is the journal of the rebuild-only engine: it never journals.
+type rebuildOnly struct{}
 
-func (replayOnly) Enqueue(uint8, []byte) (uint64, error) {
+func (rebuildOnly) Enqueue(uint8, []byte) (uint64, error) {
 	return 0, errors.New("recovery: the replay engine journals nothing")
 }
-func (replayOnly) Sync() error { return nil }
+func (rebuildOnly) Sync() error { return nil }
 
 // Close closes the engine (waiting for its halt goroutine, which writes to
 // the journal), then the journal, which releases the lock. It is
@@ -227,7 +228,7 @@ func (r *Result) Close() error {
 	}
 	if r.Checkpointer != nil {
 		// Everything the engine journaled, checkpointed: the next start
-		// replays nothing.
+		// rebuilds from the checkpoint alone.
 		errs = append(errs, r.Checkpointer.Close())
 		r.Checkpointer = nil
 	}

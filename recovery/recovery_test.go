@@ -110,7 +110,7 @@ func writeJournal(tb testing.TB, dir string, w *sim.World, n int) {
 }
 
 // BenchmarkRecovery10k is a start-up on a journal of 10,000 records: lock,
-// verify the whole chain, replay every record, finish open sagas.
+// verify the whole chain, rebuild from every record, finish open sagas.
 func BenchmarkRecovery10k(b *testing.B) {
 	dir := b.TempDir()
 	w := sim.NewMemoryWorld()
@@ -123,8 +123,8 @@ func BenchmarkRecovery10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if res.Replayed < 10000 {
-			b.Fatalf("replayed %d records", res.Replayed)
+		if res.RebuiltRecords < 10000 {
+			b.Fatalf("rebuilt from %d records", res.RebuiltRecords)
 		}
 		res.Close()
 		b.StartTimer()
@@ -251,9 +251,9 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 // value — a move the failed disk cannot record. After a restart the journal says
 // 120 while the elbow is at 0. Recovery must find that out before anything
 // moves: adopt 0 (journaled), halt with a reason naming the elbow, and no
-// later unwind may drive the elbow to 120. It did (issue 13): the restart
-// was not halted, a new saga recorded 120 as the elbow's prior, and its
-// clean abort drove the joint there. The disk fails three ways: full
+// later unwind may drive the elbow to 120 (were the restart not halted, a
+// new saga would record 120 as the elbow's prior, and its clean abort
+// would drive the joint there). The disk fails three ways: full
 // (ENOSPC on every call), failing media (writes land in the page cache, but
 // fsync reports EIO), and remounted read-only by the kernel after an error
 // (EROFS on every call).
@@ -389,10 +389,10 @@ func (s *lateServo) ReadBack(ctx context.Context) (float64, error) {
 }
 
 // Reconcile waits for a board's first report, and a board that never
-// reports counts as a mismatch: the start halts. The soak found the first
-// read failing (the board had not reported yet), and recovery, taking the
-// journal's word, unwound open sagas from where the board's watchdog no
-// longer had the actuators (issue 13).
+// reports counts as a mismatch: the start halts. Read before the first
+// report, the read fails, and recovery, taking the journal's word, would
+// unwind open sagas from where the board's watchdog no longer has the
+// actuators.
 func TestReconcileWaitsForTheFirstReport(t *testing.T) {
 	for _, tt := range []struct {
 		name     string

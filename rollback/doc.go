@@ -64,18 +64,20 @@
 //	15    LEASE        agent, lease, epoch                                  the agent hears of it
 //	16    OBSERVED     actuator, target, message (why)                      the value is adopted
 //
-// Replay (Engine.Apply, then Engine.Recover) rebuilds commanded values, open
-// sagas with their steps, outcomes and unwind progress, and the halt latch.
-// A step whose INTENT has no outcome is in doubt. A SAFE record makes its
-// safe value the actuator's commanded value, and Recover applies the safe
-// policies again when the journal ends halted, so that the record is true
-// of the world even if the process died before moving the actuator.
+// The rebuild at start (Engine.Apply, then Engine.Recover) brings back
+// commanded values, open sagas with their steps, outcomes and unwind
+// progress, and the halt latch. A step whose INTENT has no outcome is in
+// doubt. A SAFE record makes its safe value the actuator's commanded value,
+// and Recover applies the safe policies again when the journal ends halted,
+// so that the record is true of the world even if the process died before
+// moving the actuator.
 //
-// Replay also refuses a record the engine never writes where it stands —
-// END, COMP_INTENT or COMP_DONE of a saga never aborted, COMMIT after ABORT
-// or over a step not applied, a second BEGIN, ABORT, outcome or bucket, a
-// step after ABORT or while the previous one has no outcome, an END verdict
-// its buckets contradict — and the daemon then does not start. The rules
-// read no configuration, so Validator, a scratch engine never served,
-// applies the very same ones for the journal tools (verify, certify).
+// The rebuild also refuses a record the engine never writes where it
+// stands — END, COMP_INTENT or COMP_DONE of a saga never aborted, COMMIT
+// after ABORT or over a step not applied, a second BEGIN, ABORT, outcome or
+// bucket, a step after ABORT or while the previous one has no outcome, an
+// END verdict its buckets contradict — and the daemon then does not start.
+// The rules read no configuration, so Validator, a scratch engine never
+// served, applies the very same ones for the journal tools (verify,
+// certify).
 package rollback

@@ -164,7 +164,7 @@ type actState struct {
 	changed   uint64    // when commanded last changed, in the engine's change count
 	at        time.Time // when the last command was applied; zero when unknown
 	holder    *saga
-	// alt is, after replay, a second place the journal allows the
+	// alt is, after the rebuild, a second place the journal allows the
 	// actuator to be (altOK): the value before a move whose outcome the
 	// journal lacks — a step or compensation in flight at the crash, a
 	// safe policy journaled but perhaps not applied. Reconcile accepts
@@ -192,7 +192,7 @@ type step struct {
 	failures uint32
 	err      string
 	// compTarget is what the last journaled compensation drove to; only
-	// replay needs it, to rebuild the commanded value.
+	// the rebuild needs it, to bring back the commanded value.
 	compTarget float64
 }
 
@@ -478,8 +478,8 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		sp.outcome = Failed
 		e.enqueue(&Record{Type: RecFailed, Saga: s.id, Step: sp.n, Code: "NOT_APPLIED", Message: "halted before the effect: not applied"})
 		// Done only now: the halt's SAFE records, which wait for every
-		// step in flight, must follow this outcome in the journal (replay
-		// takes a FAILED step's actuator back to its prior).
+		// step in flight, must follow this outcome in the journal (the
+		// rebuild takes a FAILED step's actuator back to its prior).
 		e.inflight.Done()
 		s.busy = false
 		rep := e.closeHaltedLocked(s)

@@ -408,9 +408,9 @@ func TestAbortAgentNewestFirst(t *testing.T) {
 	}
 }
 
-// TestRecoverAfterCrash replays the journal as a crash at every record left
-// it into a fresh engine and checks that recovery restores the priors, never
-// compensates a settled step twice, and closes every saga.
+// TestRecoverAfterCrash rebuilds a fresh engine from the journal as a crash
+// at every record left it and checks that recovery restores the priors,
+// never compensates a settled step twice, and closes every saga.
 func TestRecoverAfterCrash(t *testing.T) {
 	// A full run: 3 steps, a failing 4th, a compensation retry on step 2.
 	src := newRig(t, nil)
@@ -435,7 +435,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	for cut := 1; cut <= total; cut++ {
 		dst := newRig(t, nil)
 		// The world as the crashed process left it at that record.
-		src.j.replayInto(t, dst.e, cut)
+		src.j.rebuildInto(t, dst.e, cut)
 		for name, d := range dst.drivers {
 			_ = d
 			v, _ := dst.e.Commanded(name)
@@ -489,9 +489,9 @@ func TestHaltEndsOpenSagasUnresolved(t *testing.T) {
 	}
 }
 
-// TestReplayKnowsHaltSafeValues: the values a halt drove actuators to must be
-// rebuilt by a later process, or its next priors would be wrong.
-func TestReplayKnowsHaltSafeValues(t *testing.T) {
+// TestRebuildKnowsHaltSafeValues: the values a halt drove actuators to must
+// be rebuilt by a later process, or its next priors would be wrong.
+func TestRebuildKnowsHaltSafeValues(t *testing.T) {
 	r := newRig(t, nil)
 	s := r.begin(t)
 	r.step(t, s, "1", "shoulder", 40)
@@ -500,10 +500,10 @@ func TestReplayKnowsHaltSafeValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := newRig(t, nil)
-	r.j.replayInto(t, next.e, len(r.j.all()))
+	r.j.rebuildInto(t, next.e, len(r.j.all()))
 	for name, want := range map[string]float64{"shoulder": 0, "base": 30, "elbow": 0} {
 		if got, _ := next.e.Commanded(name); got != want {
-			t.Errorf("after replay %s commanded = %g, want %g", name, got, want)
+			t.Errorf("after the rebuild %s commanded = %g, want %g", name, got, want)
 		}
 	}
 	if h, _ := next.e.Halted(); !h {

@@ -64,8 +64,8 @@ func (j *memJournal) all() []Record {
 	return append([]Record(nil), j.recs...)
 }
 
-// replayInto feeds the first n records (durable ones by default) to e.
-func (j *memJournal) replayInto(t *testing.T, e *Engine, n int) {
+// rebuildInto feeds the first n records (durable ones by default) to e.
+func (j *memJournal) rebuildInto(t *testing.T, e *Engine, n int) {
 	t.Helper()
 	j.mu.Lock()
 	defer j.mu.Unlock()

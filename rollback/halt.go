@@ -193,7 +193,7 @@ func (e *Engine) latched() bool { return e.latchGen.Load() > e.clearedGen.Load()
 func (e *Engine) stopped() bool { return e.latched() || e.parked }
 
 // HaltGen is the generation of the latest halt (0: never halted in this
-// journal's life as replayed). Reset clears the halts up to a generation.
+// journal's life as rebuilt). Reset clears the halts up to a generation.
 func (e *Engine) HaltGen() uint64 { return e.latchGen.Load() }
 
 // Park is the halt of an orderly stop: every actuator goes to its safe
@@ -289,10 +289,10 @@ func (e *Engine) closeHaltedLocked(s *saga) *Report {
 // actuator moves — a SAFE record per actuator whose policy moves it — so a
 // crash in the middle never leaves the world somewhere the journal does not
 // know of. A SAFE record therefore means "sent to its safe policy, or about
-// to be": replay takes its safe value as the commanded value, and Recover
-// re-applies the policies of a latched halt, which makes that true. With a
-// failed journal nothing is written and the actuators go safe all the same:
-// a halt never waits on the disk to make the robot safe.
+// to be": the rebuild takes its safe value as the commanded value, and
+// Recover re-applies the policies of a latched halt, which makes that true.
+// With a failed journal nothing is written and the actuators go safe all
+// the same: a halt never waits on the disk to make the robot safe.
 func (e *Engine) goSafeAll() error {
 	names := e.cfg.Actuators.Names()
 	e.mu.Lock()

@@ -37,8 +37,8 @@ func halts(recs []Record) []string {
 }
 
 // A halt latched while a step's intent is being fsynced wins: the effect
-// never fires and the intent is closed as not applied (the race the issue
-// names: the latch was checked only before the intent).
+// never fires and the intent is closed as not applied (the race a latch
+// checked only before the intent would lose).
 func TestHaltDuringIntentFsyncWins(t *testing.T) {
 	bj := &blockingJournal{memJournal: &memJournal{}, entered: make(chan struct{}, 16), release: make(chan struct{})}
 	r := newRig(t, func(c *Config) { c.Journal = bj })
@@ -92,15 +92,15 @@ func TestHaltDuringIntentFsyncWins(t *testing.T) {
 	if v, _ := r.e.Commanded("elbow"); v != 0 || r.w.value["elbow"] != 0 {
 		t.Fatalf("elbow commanded %v, world %v; want the safe value 0", v, r.w.value["elbow"])
 	}
-	// Replayed, the journal says the same.
+	// Rebuilt from the journal, the same.
 	next := newRig(t, nil)
 	r.j.Sync()
-	r.j.replayInto(t, next.e, len(r.j.all()))
+	r.j.rebuildInto(t, next.e, len(r.j.all()))
 	if v, _ := next.e.Commanded("elbow"); v != 0 {
-		t.Fatalf("replayed elbow commanded %v, want the safe value 0", v)
+		t.Fatalf("rebuilt elbow commanded %v, want the safe value 0", v)
 	}
 	if h, _ := next.e.Halted(); !h {
-		t.Fatal("replay lost the halt")
+		t.Fatal("the rebuild lost the halt")
 	}
 }
 
@@ -151,14 +151,14 @@ func TestResetKeepsAHaltThatArrivedMidReset(t *testing.T) {
 	if h, _ := r.e.Halted(); h {
 		t.Fatal("still halted after a reset that saw every halt")
 	}
-	// Replay agrees: the journal orders HALT, HALT, RESET(s) so the
-	// replayed engine is not halted.
+	// The rebuild agrees: the journal orders HALT, HALT, RESET(s) so the
+	// rebuilt engine is not halted.
 	r.e.WaitHalts()
 	r.j.Sync()
 	next := newRig(t, nil)
-	r.j.replayInto(t, next.e, len(r.j.all()))
+	r.j.rebuildInto(t, next.e, len(r.j.all()))
 	if h, _ := next.e.Halted(); h {
-		t.Fatal("replay is halted after the final reset")
+		t.Fatal("the rebuilt engine is halted after the final reset")
 	}
 }
 

@@ -47,7 +47,7 @@ func (m Mismatch) String() string {
 	return fmt.Sprintf("%s reads %g, the journal says %g", m.Actuator, m.Found, m.Journal)
 }
 
-// Reconcile compares, after replay and before Recover moves anything,
+// Reconcile compares, after the rebuild and before Recover moves anything,
 // where the journal says each actuator is with where it reads back (the
 // actuators whose drivers implement actuators.ReadBacker and report a
 // position). A step or compensation in flight at the crash allows both the
@@ -60,10 +60,10 @@ func (m Mismatch) String() string {
 // (ErrNoReading: detached, or never commanded) is left as the journal
 // says. One whose read-back fails otherwise is read again, up to
 // reconcileReadWait for all together, and then reported Unreadable: the
-// caller halts for it too. (It was left as the journal said: a serial
-// board read before its first report after a restart made every read fail,
-// and recovery unwound open sagas from where the journal thought the
-// actuators were, while the board's watchdog had parked them elsewhere.)
+// caller halts for it too. (Left as the journal says, a serial board read
+// before its first report after a restart would fail every read, and
+// recovery would unwind open sagas from where the journal thinks the
+// actuators are, while the board's watchdog has parked them elsewhere.)
 func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 	var out []Mismatch
 	readDeadline := time.Now().Add(reconcileReadWait)

@@ -76,12 +76,12 @@ func TestSagasListsOpenSagasWithOwnersAndSteps(t *testing.T) {
 		{len(recs), []OpenSaga{{ID: b, Owner: other, Steps: []OpenStep{{1, "base", Applied, "", 7}}}}},
 	}
 	for _, c := range cuts {
-		e, _ := replayEngine(t, r, Retrace)
-		r.j.replayInto(t, e, c.n)
+		e, _ := freshEngine(t, r, Retrace)
+		r.j.rebuildInto(t, e, c.n)
 		if got := e.Sagas(); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("after %d records: %+v\nwant %+v", c.n, got, c.want)
 		}
-		restored, _ := replayEngine(t, r, Retrace)
+		restored, _ := freshEngine(t, r, Retrace)
 		if err := restored.Restore(mustSnapshot(t, e)); err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // A snapshot is the state Apply rebuilds from a journal — commanded values
-// and what replay knows besides (the alternative value, a detach, which
+// and what Apply knows besides (the alternative value, a detach, which
 // saga holds the actuator), every open saga with its steps and unwind
 // progress, the saga id counter, the highest lease epoch and the halt
 // latch — encoded so that Restore followed by Apply of the records after
@@ -54,7 +54,7 @@ const maxSnapshotCount = 1 << 24
 
 // Snapshot encodes the state Apply has rebuilt (see the layout above). It
 // fails on an engine that has served a command or started recovery: only
-// a replay-only engine's state is exactly what its journal says.
+// a rebuild-only engine's state is exactly what its journal says.
 func (e *Engine) Snapshot() ([]byte, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -140,16 +140,16 @@ func (e *Engine) inflightSteps() bool {
 // ErrSnapshotMismatch is returned (wrapped) by Restore when the snapshot was
 // taken with other actuators configured than this engine's: what it says
 // of an actuator that has since been added, removed or given another
-// initial value or safe policy may not be what a replay of the journal
-// under today's configuration would say. The caller may replay the whole
-// journal instead, if it still has it.
+// initial value or safe policy may not be what rebuilding from the journal
+// under today's configuration would say. The caller may rebuild from the
+// whole journal instead, if it still has it.
 var ErrSnapshotMismatch = errors.New("rollback: snapshot taken under another actuator configuration")
 
 // Restore installs a snapshot into an engine that has not applied, served
 // or recovered anything yet; the records after the snapshot's position
-// are then given to Apply, and Recover follows as after a full replay. An
+// are then given to Apply, and Recover follows as after a full rebuild. An
 // actuator the snapshot names that is no longer configured is dropped, as
-// replay drops records naming one; steps on it keep its name (reported at
+// Apply drops records naming one; steps on it keep its name (reported at
 // unwind). A snapshot that does not decode changes nothing and returns an
 // error wrapping ErrBadSnapshot. If the configuration it was taken under
 // differs, the state is still installed (every actuator both know is

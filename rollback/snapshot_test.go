@@ -76,8 +76,8 @@ func randomWorkload(t testing.TB, r *rig, seed uint64, ops int) {
 	}
 }
 
-// replayEngine is a fresh engine on r's actuators with its own journal.
-func replayEngine(t *testing.T, r *rig, order Order) (*Engine, *memJournal) {
+// freshEngine is a fresh engine on r's actuators with its own journal.
+func freshEngine(t *testing.T, r *rig, order Order) (*Engine, *memJournal) {
 	t.Helper()
 	j := &memJournal{}
 	e, err := New(Config{Journal: j, Actuators: r.reg, RetryBackoff: 1, Order: order})
@@ -99,7 +99,7 @@ func mustSnapshot(t *testing.T, e *Engine) []byte {
 
 // The checkpoint rule: for every prefix of a journal, restoring the
 // prefix's snapshot and applying the rest gives exactly the state a
-// replay of the whole journal gives — and the same recovery: the same
+// rebuild from the whole journal gives — and the same recovery: the same
 // records journaled, the same moves, the same reports.
 func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 	for _, order := range []Order{Retrace, Direct} {
@@ -110,14 +110,14 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 				r.e.WaitHalts()
 				n := len(r.j.all())
 				t.Logf("%d records, %d sagas open", n, len(r.e.sagas))
-				full, _ := replayEngine(t, r, order)
-				r.j.replayInto(t, full, n)
+				full, _ := freshEngine(t, r, order)
+				r.j.rebuildInto(t, full, n)
 				want := mustSnapshot(t, full)
 				for k := 0; k <= n; k++ {
-					pre, _ := replayEngine(t, r, order)
-					r.j.replayInto(t, pre, k)
+					pre, _ := freshEngine(t, r, order)
+					r.j.rebuildInto(t, pre, k)
 					snap := mustSnapshot(t, pre)
-					got, _ := replayEngine(t, r, order)
+					got, _ := freshEngine(t, r, order)
 					if err := got.Restore(snap); err != nil {
 						t.Fatalf("prefix %d: Restore: %v", k, err)
 					}
@@ -133,10 +133,10 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 					}
 					r.j.mu.Unlock()
 					if s := mustSnapshot(t, got); !bytes.Equal(s, want) {
-						t.Fatalf("prefix %d of %d: state after Restore+Apply differs from a full replay", k, n)
+						t.Fatalf("prefix %d of %d: state after Restore+Apply differs from a full rebuild", k, n)
 					}
 				}
-				// The same recovery from both: a full replay, and the
+				// The same recovery from both: a full rebuild, and the
 				// snapshot taken halfway plus the rest (drivers that
 				// no longer fail at random).
 				for _, d := range r.drivers {
@@ -145,7 +145,7 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 				fullRecs, fullReps := recoverViaSnapshot(t, r, order, n, -1)
 				halfRecs, halfReps := recoverViaSnapshot(t, r, order, n, n/2)
 				if fullRecs != halfRecs || fullReps != halfReps {
-					t.Fatalf("recovery differs:\nfull replay:\n%s%s\nsnapshot at %d:\n%s%s", fullRecs, fullReps, n/2, halfRecs, halfReps)
+					t.Fatalf("recovery differs:\nfull rebuild:\n%s%s\nsnapshot at %d:\n%s%s", fullRecs, fullReps, n/2, halfRecs, halfReps)
 				}
 			})
 		}
@@ -157,11 +157,11 @@ func TestSnapshotAtEveryPrefixGivesTheSameState(t *testing.T) {
 // returns what it journaled (without times) and its reports.
 func recoverViaSnapshot(t *testing.T, r *rig, order Order, n, at int) (string, string) {
 	t.Helper()
-	e, j := replayEngine(t, r, order)
+	e, j := freshEngine(t, r, order)
 	from := 0
 	if at >= 0 {
-		pre, _ := replayEngine(t, r, order)
-		r.j.replayInto(t, pre, at)
+		pre, _ := freshEngine(t, r, order)
+		r.j.rebuildInto(t, pre, at)
 		if err := e.Restore(mustSnapshot(t, pre)); err != nil {
 			t.Fatal(err)
 		}
@@ -207,12 +207,12 @@ func TestRestoreRules(t *testing.T) {
 	r := newRig(t, nil)
 	randomWorkload(t, r, 7, 60)
 	r.e.WaitHalts()
-	src, _ := replayEngine(t, r, Retrace)
-	r.j.replayInto(t, src, len(r.j.all()))
+	src, _ := freshEngine(t, r, Retrace)
+	r.j.rebuildInto(t, src, len(r.j.all()))
 	snap := mustSnapshot(t, src)
 
-	used, _ := replayEngine(t, r, Retrace)
-	r.j.replayInto(t, used, 3)
+	used, _ := freshEngine(t, r, Retrace)
+	r.j.rebuildInto(t, used, 3)
 	if err := used.Restore(snap); err == nil {
 		t.Fatal("Restore into an engine that applied records succeeded")
 	}
@@ -249,8 +249,8 @@ func TestDecodeSnapshotDamage(t *testing.T) {
 	r := newRig(t, nil)
 	randomWorkload(t, r, 3, 80)
 	r.e.WaitHalts()
-	src, _ := replayEngine(t, r, Retrace)
-	r.j.replayInto(t, src, len(r.j.all()))
+	src, _ := freshEngine(t, r, Retrace)
+	r.j.rebuildInto(t, src, len(r.j.all()))
 	snap := mustSnapshot(t, src)
 	for i := range snap {
 		if _, err := decodeSnapshot(snap[:i]); !errors.Is(err, ErrBadSnapshot) {

@@ -6,28 +6,28 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
-// Validator checks journal records against replay's rules with the very
-// code the daemon runs at start: a scratch Engine, never served, fed every
-// record through Apply. recovery.Open applies the records to the engine it
-// serves; verify and certify (cmd/saga-supervisor/internal/journaltool) feed them to a
-// Validator. So a journal the daemon would refuse to start on is refused
-// by verify, and the other way round: there is one set of rules, in
-// applyLocked.
+// Validator checks journal records against the rebuild's rules with the
+// very code the daemon runs at start: a scratch Engine, never served, fed
+// every record through Apply. recovery.Open applies the records to the
+// engine it serves; verify and certify
+// (cmd/saga-supervisor/internal/journaltool) feed them to a Validator. So
+// a journal the daemon would refuse to start on is refused by verify, and
+// the other way round: there is one set of rules, in applyLocked.
 //
 // The scratch engine has no actuators. That costs nothing: Apply's rules
 // never depend on the configuration — an actuator the journal names but
 // the configuration no longer has only loses its commanded value, and the
 // unwind order only shapes unwind progress, never a refusal — because a
 // journal the engine wrote stays valid whatever the configuration of the
-// process that replays it.
+// process that rebuilds from it.
 type Validator struct {
 	e       *Engine
 	refused *Refusal
 	n       uint64
 }
 
-// Refusal is the first record replay refuses: the daemon does not start on
-// a journal holding it.
+// Refusal is the first record the rebuild refuses: the daemon does not
+// start on a journal holding it.
 type Refusal struct {
 	Seq  uint64     // the record's sequence number
 	Type RecordType // its type as the journal stores it
@@ -62,7 +62,7 @@ func NewValidator() *Validator {
 // NewValidatorFrom returns a Validator that starts from a checkpoint's
 // snapshot (see Engine.Snapshot): for a journal whose first records
 // retention deleted, the records after the checkpoint are checked against
-// the state the checkpoint holds, as the daemon replays them at start. A
+// the state the checkpoint holds, as the daemon applies them at start. A
 // snapshot that does not decode is an error wrapping ErrBadSnapshot.
 func NewValidatorFrom(snapshot []byte) (*Validator, error) {
 	v := NewValidator()
@@ -76,8 +76,8 @@ func NewValidatorFrom(snapshot []byte) (*Validator, error) {
 }
 
 // Apply checks the next record. It returns a *Refusal for the first record
-// replay refuses, and that same refusal for every record after it: what
-// follows a refused record is not checked.
+// the rebuild refuses, and that same refusal for every record after it:
+// what follows a refused record is not checked.
 func (v *Validator) Apply(seq uint64, typ uint8, payload []byte) error {
 	if v.refused != nil {
 		return v.refused
@@ -97,7 +97,7 @@ func (v *Validator) Accepted() uint64 { return v.n }
 func (v *Validator) Refused() *Refusal { return v.refused }
 
 // errNoJournal is what the validator's engine would get from its journal:
-// replay never writes, and nothing else is ever called on that engine.
+// Apply never writes, and nothing else is ever called on that engine.
 var errNoJournal = errors.New("rollback: the validator's engine writes nothing")
 
 // noJournal is the scratch engine's journal: it refuses every write.

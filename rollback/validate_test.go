@@ -36,10 +36,10 @@ func rEnd(saga uint64, verdict string) Record { return Record{Type: RecEnd, Saga
 func rCommit(saga uint64) Record              { return Record{Type: RecCommit, Saga: saga} }
 func rRecovery(msg string) Record             { return Record{Type: RecRecovery, Message: msg} }
 
-// ruleCases is every rule replay enforces, each shown by a record sequence
-// and the record it refuses (refused, 1-based; 0: the sequence is one the
-// engine writes and is accepted), and sequences the engine does write that
-// lie close to a rule.
+// ruleCases is every rule the rebuild enforces, each shown by a record
+// sequence and the record it refuses (refused, 1-based; 0: the sequence is
+// one the engine writes and is accepted), and sequences the engine does
+// write that lie close to a rule.
 var ruleCases = []struct {
 	name    string
 	recs    []Record
@@ -124,7 +124,7 @@ func encodeAll(recs []Record) (types []uint8, payloads [][]byte) {
 // pass. The same refusal comes from the scratch engine of a Validator and
 // from engines configured like a daemon's (actuators, either unwind
 // order): the validator is not more lenient than the daemon.
-func TestReplayRules(t *testing.T) {
+func TestRebuildRules(t *testing.T) {
 	for _, tc := range ruleCases {
 		t.Run(tc.name, func(t *testing.T) {
 			types, payloads := encodeAll(tc.recs)
@@ -187,14 +187,14 @@ func (a journalOf) then(b journalOf) journalOf {
 	return journalOf{append(a.types, b.types...), append(a.payloads, b.payloads...)}
 }
 
-// recoverFrom replays j into a new engine of the same configuration, lets
+// recoverFrom rebuilds a new engine of the same configuration from j, lets
 // it finish what was left open, and returns what that recovery journaled.
 func recoverFrom(t *testing.T, order Order, j journalOf) journalOf {
 	t.Helper()
 	r := newRig(t, func(c *Config) { c.Order = order })
 	for i := range j.types {
 		if err := r.e.Apply(uint64(i+1), j.types[i], j.payloads[i]); err != nil {
-			t.Fatalf("the daemon's replay refused a journal its engine wrote: %v", err)
+			t.Fatalf("the daemon's rebuild refused a journal its engine wrote: %v", err)
 		}
 	}
 	if _, err := r.e.Recover(); err != nil {
@@ -214,13 +214,13 @@ func validate(j journalOf) error {
 	return nil
 }
 
-// The engine never writes a record replay's rules refuse: every journal a
-// run leaves — cut by a crash after any record — then finished by a
-// recovery, and that recovery cut by a crash after any of its own records
+// The engine never writes a record the rebuild's rules refuse: every
+// journal a run leaves — cut by a crash after any record — then finished by
+// a recovery, and that recovery cut by a crash after any of its own records
 // and finished by another, passes the validator, in either unwind order.
-// (An ABORT without a reason was replayed as no ABORT at all, and recovery
-// journaled a second one.)
-func TestEngineWritesOnlyWhatReplayAccepts(t *testing.T) {
+// (It fails if an ABORT without a reason is rebuilt as no ABORT at all:
+// recovery then journals a second one.)
+func TestEngineWritesOnlyWhatRebuildAccepts(t *testing.T) {
 	jammed := errors.New("jammed")
 	scenarios := []struct {
 		name string
@@ -328,10 +328,9 @@ func TestEngineWritesOnlyWhatReplayAccepts(t *testing.T) {
 	}
 }
 
-// An ABORT journaled without a reason still aborts the saga on replay:
-// recovery resumes its unwind and journals no second ABORT. (Replay took
-// the empty reason for no ABORT at all.)
-func TestAbortWithoutReasonReplaysAsAborted(t *testing.T) {
+// An ABORT journaled without a reason still aborts the saga in the
+// rebuild: recovery resumes its unwind and journals no second ABORT.
+func TestAbortWithoutReasonRebuildsAsAborted(t *testing.T) {
 	r := newRig(t, nil)
 	s := r.begin(t)
 	r.step(t, s, "1", "base", 30)

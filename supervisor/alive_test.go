@@ -78,8 +78,8 @@ func (f stuckFile) Sync() error {
 // holds while the supervisor is idle or serving, and fails — so the
 // watchdog goes hungry and systemd restarts the daemon — when the poll
 // loop is stuck (a wedged supply read) and when requests wait but none is
-// served (a driver stuck past its timeout). The watchdog used to be fed by
-// a ticker of its own: a hung supervisor was never restarted (issue 13).
+// served (a driver stuck past its timeout). A watchdog fed by a ticker of
+// its own would never have a hung supervisor restarted.
 func TestAliveFollowsProgress(t *testing.T) {
 	dir := t.TempDir()
 	cfg := config.Default()

@@ -46,7 +46,8 @@ func sagas(t *testing.T, e *rollback.Engine, n int) {
 
 // While the daemon serves, checkpoints follow the journal and retention
 // keeps it under its bound; a restart starts from the checkpoint Close
-// wrote and replays nothing; every record is verified after start.
+// wrote and applies no record after it; every record is verified after
+// start.
 func TestCheckpointsAndRetentionWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	edit := func(c *config.Config) {
@@ -81,8 +82,8 @@ func TestCheckpointsAndRetentionWhileServing(t *testing.T) {
 
 	s2, b2 := newTestSupervisorWith(t, edit, fastCheckpoints)
 	res := s2.Recovered()
-	if res.Opened.Checkpoint == nil || res.Replayed != 0 {
-		t.Fatalf("restart: checkpoint %v, %d records replayed; want the one Close wrote and none", res.Opened.Checkpoint, res.Replayed)
+	if res.Opened.Checkpoint == nil || res.RebuiltRecords != 0 {
+		t.Fatalf("restart: checkpoint %v, %d records rebuilt from; want the one Close wrote and none", res.Opened.Checkpoint, res.RebuiltRecords)
 	}
 	if res.Opened.Records > 2 {
 		t.Fatalf("restart walked %d records", res.Opened.Records)
@@ -137,10 +138,9 @@ func TestDamageBehindTheCheckpointIsFoundAfterStart(t *testing.T) {
 }
 
 // TestVerificationWhileServingIsClean: commands journaled while the
-// verification after start runs are not damage. The pass read on into the
-// batch being written, saw a frame still zeros with a whole one after it,
-// and set saga_journal_verified to 0 on a healthy daemon (found by the
-// monitoring test: 5 starts of 5).
+// verification after start runs are not damage. A pass reading on into
+// the batch being written would see a frame still zeros with a whole one
+// after it and set saga_journal_verified to 0 on a healthy daemon.
 func TestVerificationWhileServingIsClean(t *testing.T) {
 	for round := range 5 {
 		dir := t.TempDir()

@@ -13,7 +13,7 @@ import (
 // Journal verification after start. Recovery starts from the newest
 // checkpoint and reads only the records after it, so damage to older
 // segments — a segment deleted behind the checkpoint, a flipped byte in an
-// old record — no longer stops the start (the state comes from the
+// old record — does not stop the start (the state comes from the
 // verified checkpoint). It must still not go unnoticed: once the daemon
 // serves, one pass of wal.Verify reads every record (as `verify` does),
 // off every serving path, and its verdict goes to the log and to

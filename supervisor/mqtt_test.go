@@ -218,10 +218,10 @@ func TestEstopTopicHalts(t *testing.T) {
 }
 
 // The report of a 700-step abort is far larger than the broker's packet
-// limit. It used to be published whole: the embedded broker refused the
-// packet and dropped the connection, the reply never came, and the
-// supervisor reconnected into the same refusal. Now it is summarised to
-// fit, with the verdict and bucket counts of every step.
+// limit. Published whole, it would be refused by the embedded broker, which
+// drops the connection: the reply would never come, and the supervisor
+// would reconnect into the same refusal. So it is summarised to fit, with
+// the verdict and bucket counts of every step.
 func TestLargeReportFitsTheBroker(t *testing.T) {
 	d := daemontest.Start(t, "", func(c *config.Config) {
 		c.MQTT.MaxPayload = 16 << 10
@@ -248,8 +248,8 @@ func TestLargeReportFitsTheBroker(t *testing.T) {
 
 // A will ends only the lease of the connection it belongs to: a hello that
 // names its will ("will") is ended by that will alone. A late will of an
-// earlier process of the same agent ends nothing — before, it ended the
-// live lease and unwound its saga. (A retained will is ignored by the
+// earlier process of the same agent ends nothing: it must not end the
+// live lease and unwind its saga. (A retained will is ignored by the
 // transport: transport/mqtt's TestWillPayloadAndRetainedWill.)
 func TestStaleWillEndsNoLease(t *testing.T) {
 	d := daemontest.Start(t, "", nil)

@@ -76,10 +76,10 @@ func TestStatesPublishedInUnwindOrder(t *testing.T) {
 }
 
 // A refresh that read the state before a reset must not store it after
-// the reset's own refresh: readiness said "halted" for up to a poll
-// interval after a confirmed reset (found by the MQTT bench). Refreshes
-// run continuously beside halts and resets; after each reset returns, the
-// cached readiness must not be halted.
+// the reset's own refresh, or readiness says "halted" for up to a poll
+// interval after a confirmed reset. Refreshes run continuously beside
+// halts and resets; after each reset returns, the cached readiness must
+// not be halted.
 func TestNoStaleHaltAfterReset(t *testing.T) {
 	s, _ := newTestSupervisor(t)
 	stop := make(chan struct{})

@@ -12,12 +12,12 @@ import (
 )
 
 // One agent refused without end — steps over a limit in its own open saga,
-// steps on a stale lease — no longer costs the journal a record per
+// steps on a stale lease — does not cost the journal a record per
 // command: the first refusals are journaled one by one, the rest in
 // aggregate once a second, and every one is still answered, counted in the
-// metrics and accounted for in the journal. Before, 2000 such commands
-// wrote 2000 REFUSED records (bench --journal: about 570 MB an hour at the
-// default rate limit).
+// metrics and accounted for in the journal. (A REFUSED record per command
+// would be about 570 MB of journal an hour at the default rate limit, by
+// bench --journal.)
 func TestRefusalFloodIsJournaledInAggregate(t *testing.T) {
 	for _, tc := range []struct {
 		name, code string

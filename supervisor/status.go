@@ -32,10 +32,10 @@ type JournalStatus struct {
 	LastSeq uint64 `json:"last_seq"`
 	Durable uint64 `json:"durable_seq"`
 	// DurableHash is the chain hash of record Durable, hex.
-	DurableHash string `json:"durable_hash"`
-	Error       string `json:"error,omitempty"`
-	TailCut     string `json:"tail_cut,omitempty"` // a torn tail cut at the last start
-	Replayed    uint64 `json:"replayed_at_start"`
+	DurableHash    string `json:"durable_hash"`
+	Error          string `json:"error,omitempty"`
+	TailCut        string `json:"tail_cut,omitempty"` // a torn tail cut at the last start
+	RebuiltRecords uint64 `json:"replayed_at_start"`  // records the state was rebuilt from at start
 }
 
 // SupplyJSON is a supply's state for status.
@@ -83,7 +83,7 @@ func (s *Supervisor) Status() Status {
 		reasons = append(reasons, "halted: "+st.HaltWhy)
 	}
 	dseq, dhash := s.journal.DurableHead()
-	st.Journal = JournalStatus{Dir: s.journal.Dir(), LastSeq: s.journal.LastSeq(), Durable: dseq, DurableHash: hex.EncodeToString(dhash[:]), Replayed: s.replayed, TailCut: s.tailCut}
+	st.Journal = JournalStatus{Dir: s.journal.Dir(), LastSeq: s.journal.LastSeq(), Durable: dseq, DurableHash: hex.EncodeToString(dhash[:]), RebuiltRecords: s.rebuiltRecords, TailCut: s.tailCut}
 	if err := s.engine.Err(); err != nil {
 		st.Journal.Error = err.Error()
 		reasons = append(reasons, "journal failed: "+err.Error())

@@ -110,13 +110,13 @@ type Supervisor struct {
 	bg         sync.WaitGroup // unwinds started off the ingress path (wills)
 	// bgMu guards bgClosed: once Close has begun, no goroutine joins bg
 	// (its Add would race Close's Wait). Never held across I/O.
-	bgMu     sync.Mutex
-	bgClosed bool
-	replayed uint64
-	tailCut  string
-	metrics  *metrics
-	approve  *approvalGate
-	dash     *dashHub // the live dashboard's snapshots (dashboard.go)
+	bgMu           sync.Mutex
+	bgClosed       bool
+	rebuiltRecords uint64
+	tailCut        string
+	metrics        *metrics
+	approve        *approvalGate
+	dash           *dashHub // the live dashboard's snapshots (dashboard.go)
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path
@@ -210,7 +210,7 @@ func New(opt Options) (*Supervisor, error) {
 	for _, rep := range res.Reports {
 		m.unwound(rep)
 	}
-	s.rec, s.engine, s.journal, s.replayed = res, res.Engine, res.Log, res.Replayed
+	s.rec, s.engine, s.journal, s.rebuiltRecords = res, res.Engine, res.Log, res.RebuiltRecords
 	if err := m.journalStats(res); err != nil {
 		res.Close()
 		m.unregister()
@@ -358,9 +358,9 @@ func (s *Supervisor) poll() {
 func (s *Supervisor) refresh() {
 	// One at a time: Reset refreshes on its caller's goroutine while the
 	// poller may be refreshing too, and a refresh that read the state
-	// before the reset must not store or publish it after (found by the
-	// MQTT bench: status said halted, and begin got NOT_READY, for up to a
-	// poll interval after a confirmed reset). Never taken on the halt path.
+	// before the reset must not store or publish it after (status would
+	// say halted, and begin get NOT_READY, for up to a poll interval after
+	// a confirmed reset). Never taken on the halt path.
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
 	for _, ev := range s.supplies.Poll(s.now()) {

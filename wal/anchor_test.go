@@ -47,8 +47,8 @@ func refusedAsLost(t *testing.T, fsys *crashfs.FS, opt wal.Options) *wal.LossErr
 // Losing the newest segments, or all of them, or putting an older copy of
 // the segments (or another journal's) in place, is refused by Open and
 // reported by Verify: the anchor names a record the segments no longer
-// hold. Before the anchor, each of these journals verified clean, and
-// Open carried on with durable records gone (issue 14).
+// hold. Without the anchor each of these journals verifies clean, and
+// Open carries on with durable records gone.
 func TestAnchorDetectsLoss(t *testing.T) {
 	opt := wal.Options{SegmentSize: 1024}
 	build := func(n int) (*crashfs.FS, *model) {

@@ -19,7 +19,7 @@ import (
 // that record's seq, hash and frame offset. Open starts from the newest
 // checkpoint that verifies — it checks that the frame at the offset is that
 // record, with that hash — and walks only the records after it, so start-up
-// no longer grows with the journal's length; Options.Retention may then
+// does not grow with the journal's length; Options.Retention may then
 // delete (or archive) the segments wholly behind the oldest checkpoint kept.
 //
 // A checkpoint file is written atomically (name.tmp, fdatasync, rename,

@@ -286,8 +286,8 @@ func TestFlipBitMidLogRefused(t *testing.T) {
 // (reporting the cut and keeping the bytes) or refuse, but never return
 // the wrong bytes. With the anchor naming it — here, as after any Close —
 // the record was durable, and Open refuses: the damage is reported, never
-// cut away as a torn tail (issue 14: a damaged last record was cut, and
-// certify never mentioned it).
+// cut away as a torn tail (which would lose a durable record without a
+// word, from certify too).
 func TestFlipBitLastRecord(t *testing.T) {
 	const n = 30
 	fsys, locs, m := buildLog(t, 2048, n, 100)

@@ -164,8 +164,8 @@
 // or archive, the segments wholly behind the older kept checkpoint, oldest
 // first, after moving the anchor's first-record field past them; a first
 // segment starting later than that field is a loss. Follow reads the
-// durable records after a position, for the caller's replay that keeps the
-// checkpoint's state.
+// durable records after a position, for the caller's rebuild that keeps
+// the checkpoint's state.
 //
 // Verify runs the same checks read-only; Scan streams records with the
 // same checks; TruncateAt is the operator's explicit cut (it moves the

@@ -128,8 +128,8 @@ func TestSegHeader(t *testing.T) {
 	if err != nil || got != h {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	// Every bit of the header, the reserved bytes 60-63 included: they
-	// were never checked, so damage there went unnoticed (issue 14).
+	// Every bit of the header, the reserved bytes 60-63 included:
+	// unchecked, damage there would go unnoticed.
 	for i := range segHeaderSize * 8 {
 		c := bytes.Clone(b)
 		c[i/8] ^= 1 << (i % 8)

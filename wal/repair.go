@@ -313,7 +313,7 @@ func PlanRepair(dir string, opt Options) (RepairPlan, error) {
 
 // PlanCut is PlanRepair for an operator's cut just before record at (0:
 // the first bad record, as PlanRepair): what goes when the journal is cut
-// there even though its chain is intact — a record the daemon's replay
+// there even though its chain is intact — a record the daemon's rebuild
 // refuses, say. at must lie in the journal (from its first record to one
 // past its last) and not after its damage, if any.
 func PlanCut(dir string, opt Options, at uint64) (RepairPlan, error) {

@@ -49,10 +49,10 @@ func verifyWhileWriting(t *testing.T, check func(l *wal.Log, dir string, opt wal
 }
 
 // TestVerifyToWhileWriting: a pass over a journal being written reads only
-// what was durable when it began. Verify, reading on into the batch being
-// written, saw a frame still zeros followed by a whole one and called it
-// damage in the middle of the journal (seen as saga_journal_verified 0 on a
-// healthy daemon taking commands during its verification after start).
+// what was durable when it began. Reading on into the batch being
+// written, Verify would see a frame still zeros followed by a whole one and
+// call it damage in the middle of the journal (saga_journal_verified 0 on
+// a healthy daemon taking commands during its verification after start).
 func TestVerifyToWhileWriting(t *testing.T) {
 	bad := verifyWhileWriting(t, func(l *wal.Log, dir string, opt wal.Options) (wal.VerifyReport, error) {
 		return wal.VerifyTo(dir, opt, l.DurableSeq())

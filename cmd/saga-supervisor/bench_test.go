@@ -93,7 +93,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	if r := res.Rows[7]; r.Records < 10_000 {
-		t.Errorf("recovery replayed %d records, want at least 10000", r.Records)
+		t.Errorf("recovery rebuilt from %d records, want at least 10000", r.Records)
 	}
 	assertEmptyDir(t, dir)
 

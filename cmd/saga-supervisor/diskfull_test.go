@@ -24,9 +24,9 @@ import (
 // value — a move the full disk cannot record. It is killed, the disk is
 // freed and it restarts: the journal says 60, the shoulder is at 10. The
 // daemon must say so and stay halted, and after an operator's reset a
-// saga's abort takes the shoulder back to 10, never to 60 (issue 13: the
-// restart was not halted and a clean abort drove the joint to the
-// journal's stale value).
+// saga's abort takes the shoulder back to 10, never to 60 (a restart that
+// is not halted lets a clean abort drive the joint to the journal's stale
+// value).
 func TestDiskFullThenRestart(t *testing.T) {
 	dir := t.TempDir()
 	jfs := filepath.Join(dir, "sd")

@@ -22,9 +22,8 @@ import (
 // The newest journal segment deleted while the daemon was down: verify
 // says LOST (exit 1), run refuses to start (non-zero, before READY), and
 // run --accept-journal-loss starts halted, the loss in the halt's reason
-// (journaled), until an operator resets. Before, the journal verified
-// clean and the daemon started as if the deleted records had never been
-// (issue 14).
+// (journaled), until an operator resets. It fails if the journal verifies
+// clean or the daemon starts as if the deleted records had never been.
 func TestJournalLossRefusedUntilAccepted(t *testing.T) {
 	dir := t.TempDir()
 	token := "operator-secret-0123456789abcdef-journalloss"

@@ -23,12 +23,11 @@ import (
 // for mosquitto to drop its connection (keepalive) and then continued: the
 // requests sent meanwhile wait in its persistent session, and the replies
 // the stop held back must not overtake or trail those of later requests.
-// They did (issue 13): paho resent its unacknowledged publishes in map
-// order, the transport dropped replies while the link was down, and then,
-// with both fixed, about one run in five still showed a reply overtaking
-// the one before it — a Publish caught by the lost connection was written
-// by the new one, racing paho's resend of the older reply. Now an agent
-// has at most one reply in flight (transport/mqtt TestRepliesWaitForTheOneBefore).
+// What would reorder them: paho resending its unacknowledged publishes in
+// map order, the transport dropping replies while the link is down, and a
+// Publish caught by the lost connection being written by the new one,
+// racing paho's resend of the older reply — the reason an agent has at
+// most one reply in flight (transport/mqtt TestRepliesWaitForTheOneBefore).
 func TestRepliesInOrderAcrossSIGSTOP(t *testing.T) {
 	longtest.Skip(t)
 	dir := t.TempDir()

@@ -47,7 +47,7 @@ func retainedStatus(t *testing.T, broker string) (api.Status, bool) {
 // the daemon is not ready within 2 s (/readyz and the status say why); once
 // the broker is back it is ready again, and the retained status a new
 // controller finds says so, with a sequence number above every status
-// published before (issue 13: /readyz answered 200 with the broker down).
+// published before.
 func TestReadinessFollowsTheBroker(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)

@@ -27,13 +27,14 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
-// TestSecurity is issue 11's table: "nobody moves an actuator they were
-// not given". It runs the real binary twice, locked as shipped: on the
-// embedded broker (config.DefaultYAML, which logs everyone in and derives
-// its ACL from agents.allow) and on Debian's mosquitto configured by the
-// binary's own `mosquitto-config`. Each row is an attack by a client that
-// has no login, a wrong one, or a valid but hostile one (mallory), or by an
-// agent beyond its agents.allow entry, or on the HTTP API.
+// TestSecurity is the table of docs/SECURITY.md, "Attacks the tests try":
+// nobody moves an actuator they were not given. It runs the real binary
+// twice, locked as shipped: on the embedded broker (config.DefaultYAML,
+// which logs everyone in and derives its ACL from agents.allow) and on
+// Debian's mosquitto configured by the binary's own `mosquitto-config`.
+// Each row is an attack by a client that has no login, a wrong one, or a
+// valid but hostile one (mallory), or by an agent beyond its agents.allow
+// entry, or on the HTTP API.
 //
 // Every row, besides its own assertions, is checked to have moved nothing
 // (the sim world file, the status endpoint and the retained state topics

@@ -23,7 +23,7 @@ func DutyFor(width, period time.Duration) pgpio.Duty {
 		return pgpio.DutyMax
 	}
 	// In 128 bits: the kernel may show any period, and 2^24 times one of
-	// hours overflows an int64 (found by FuzzDecodePulse). hi < period
+	// hours overflows an int64 (FuzzDecodePulse covers it). hi < period
 	// because width < period, so the division cannot overflow.
 	hi, lo := bits.Mul64(uint64(pgpio.DutyMax), uint64(width))
 	lo, carry := bits.Add64(lo, uint64(period)/2, 0)

@@ -39,7 +39,7 @@ func TestDutyFor(t *testing.T) {
 			t.Errorf("#%d: DutyFor(%s, %s) = %d, want %d", i, tc.width, tc.period, got, want)
 		}
 	}
-	// The brief's example, spelled out: 1.5 ms at 50 Hz.
+	// A servo's centre pulse, spelled out: 1.5 ms at 50 Hz.
 	if got, want := DutyFor(1500*us, 20*time.Millisecond), pgpio.Duty(1258291); got != want {
 		t.Errorf("1.5 ms at 50 Hz = %d, want DutyMax*1.5/20 = %d", got, want)
 	}

@@ -64,11 +64,10 @@ func newFakeDevice(t *testing.T, broker *embedded.Broker, id, set, ack, state st
 		replies := respond(msg)
 		// The applied value's state goes out before the ack. Handlers run
 		// on goroutines of their own (SetOrderMatters(false)), so a state
-		// published after the ack could be overtaken by the next set's:
-		// under CI load the state of one Set(100) arrived four sets
-		// later, and the read-back then said 100 after Set(-100). Before
-		// the ack, it is on the wire before the driver can send the next
-		// set.
+		// published after the ack could be overtaken by the next set's
+		// (under load the state of a Set(100) can arrive sets later, and
+		// the read-back then says 100 after Set(-100)). Before the ack, it
+		// is on the wire before the driver can send the next set.
 		if f.publishStateOnApply && msg.Value != nil && len(replies) > 0 && strings.Contains(replies[len(replies)-1], `"ok":true`) {
 			f.c.Publish(state, 1, true, fmt.Sprintf(`{"value":%g}`, *msg.Value))
 		}

@@ -146,10 +146,10 @@ func NewAgentLogin(t testing.TB, broker string, topics mqtt.Topics, name, passwo
 			}
 		},
 	}
-	// State first, the reply topic last: the order in which replies were
-	// once lost on the embedded broker (retained QoS 1 states delivered on
-	// subscribe stalled later deliveries; the transport now sends retained
-	// state at QoS 0). Every test exercises the regression.
+	// State first, the reply topic last: the order in which the embedded
+	// broker would lose replies if retained states went at QoS 1 (delivered
+	// on subscribe, they stall later deliveries; the transport sends
+	// retained state at QoS 0 for that). Every test exercises that order.
 	for _, topic := range []string{topics.State("+"), topics.Status(), topics.Reply(name)} {
 		h := subs[topic]
 		if tok := a.C.Subscribe(topic, 1, h); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {

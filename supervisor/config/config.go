@@ -102,7 +102,7 @@ type Journal struct {
 	SegmentSize Size `yaml:"segment_size"`
 	// CheckpointRecords: a checkpoint is written once this many records
 	// are durable after the last one (default 16384), so a restart
-	// replays at most about that many.
+	// rebuilds from at most about that many.
 	CheckpointRecords int `yaml:"checkpoint_records"`
 	// CheckpointInterval: a checkpoint is written at least this often
 	// while anything is journaled (default 5m).

@@ -129,9 +129,9 @@ func req(agent, id string, op api.Op) api.Request {
 
 // One agent floods while its requests are stuck in the handler: it is
 // refused RATE_LIMITED and BUSY, and another agent's hello, heartbeat,
-// steps and halt are all served, none dropped. This is the defect the
-// issue saw: one shared queue and worker let a flood delay or drop the
-// other agent's heartbeats and the halt.
+// steps and halt are all served, none dropped. It fails with one shared
+// queue and worker, where a flood delays or drops the other agent's
+// heartbeats and the halt.
 func TestFloodingAgentStarvesNobody(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	h := newHandler()

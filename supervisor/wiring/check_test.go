@@ -120,7 +120,7 @@ actuators:
   fan: {kind: pwm, driver: pca9685, pca9685: {channel: 0, chanel: 1}}
 `, []string{`actuators.fan.pca9685: unknown key "chanel" (known keys: bus, addr, channel, frequency, oscillator_hz, min_pulse`}},
 
-	// The other hardware kinds, now checked here rather than in config.
+	// The other hardware kinds, checked here rather than in config.
 	{"gpio digital without a pin", `
 actuators:
   relay: {kind: digital, driver: gpio, gpio: {active_low: true}}

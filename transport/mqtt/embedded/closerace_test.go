@@ -9,13 +9,12 @@ import (
 // Close reads its clients under their read lock and takes the same read
 // lock again inside (Clients.GetByListener calls Len: mochi-mqtt/server#488);
 // a client's clean-up asking for the write lock between the two leaves
-// Close, and every client after it, blocked for ever (CI: a drivers/mqtt
-// test hung 10 min in Broker.Close, three clean-ups waiting on the clients'
-// lock). The test lines the writers up so that one asks just then: a reader
-// holds the lock, two clean-ups queue behind it, Close queues behind them;
-// when the reader lets go, the first clean-up runs and the second asks for
-// the lock while Close holds its read lock. Close now takes the clients'
-// list from one copy, under one read lock, and disconnects them itself.
+// Close, and every client after it, blocked for ever; so Broker.Close
+// takes the clients' list from one copy, under one read lock, and
+// disconnects them itself. The test lines the writers up so that one asks
+// just then: a reader holds the lock, two clean-ups queue behind it, Close
+// queues behind them; when the reader lets go, the first clean-up runs and
+// the second asks for the lock while Close holds its read lock.
 func TestCloseWhileClientsLeave(t *testing.T) {
 	for round := range 20 {
 		b, err := StartOptions(Options{Addr: "127.0.0.1:0"})

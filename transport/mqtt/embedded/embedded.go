@@ -579,9 +579,9 @@ func (g *guard) congestedClient(id string) bool {
 // their room. Only a publish of a new retained topic asks, which is rare.
 //
 // The count is taken in one pass over one copy of the store: the total
-// read first and the $SYS topics counted after it let a $SYS topic mochi
-// added in between be subtracted from a total that did not hold it, so a
-// client could store one more than the cap (seen in CI).
+// read first and the $SYS topics counted after it would let a $SYS topic
+// mochi added in between be subtracted from a total that did not hold it,
+// so a client could store one more than the cap.
 func (g *guard) clientRetained() int {
 	if n := g.srv.Topics.Retained.Len(); n < g.maxRetained {
 		return n // fewer in all, $SYS included: no need to look
@@ -634,18 +634,18 @@ func filterMatches(filter, topic string) bool {
 // node's retained path under its index lock when it stores a retained
 // message, and reads it without any lock when a subscription's retained
 // messages are delivered (mochi-mqtt/server#200): a data race, which the
-// race detector caught in CI between the supervisor's retained states and
-// an agent's subscribe. The hooks bracket both: a subscribe holds the read
+// race detector reports between the supervisor's retained states and an
+// agent's subscribe. The hooks bracket both: a subscribe holds the read
 // side from the moment its SUBACK is written (OnPacketSent: the retained
 // delivery comes next, and only queues messages) until its packet is
 // processed; a retained store holds the write side from the end of
 // OnPublish (or OnWill) to OnRetainMessage. Neither window holds any I/O,
 // so the waits are short. Either side tries for at most retainWait and
 // then goes ahead unguarded (counted): no client's packets may stall on
-// this lock (in one CI run, after a client-id takeover, the supervisor
-// reconnected and then heard nothing more: a read side waiting for ever is
-// the likeliest cause I found, not a proven one), and the
-// race's worst case is a node's path rewritten with the same topic.
+// this lock (a read side waiting for ever could leave a client, the
+// supervisor after a client-id takeover say, connected but hearing
+// nothing), and the race's worst case is a node's path rewritten with the
+// same topic.
 type retainGuard struct {
 	retainMu sync.RWMutex
 	writers  sync.Map // *mqtt.Client → struct{}: holds retainMu

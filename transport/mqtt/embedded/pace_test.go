@@ -62,12 +62,12 @@ func inflight(b *Broker, id string) int {
 }
 
 // A flood from one client does not crowd another client's messages out of
-// a slow subscriber's queue. Seen: an agent flooding steps filled the
+// a slow subscriber's queue. Unpaced, an agent flooding steps fills the
 // supervisor's in-flight queue on the embedded broker (1024 messages),
-// mochi dropped every message beyond it, and another agent's heartbeats
-// were among them: its lease expired while it heartbeat on time. On a
-// paced topic the flooder now waits for the queue to drain, rather than
-// anyone's message being dropped.
+// mochi drops every message beyond it, and another agent's heartbeats may
+// be among them: its lease expires while it heartbeats on time. On a paced
+// topic the flooder waits for the queue to drain, rather than anyone's
+// message being dropped.
 func TestFloodDoesNotCrowdOutOthers(t *testing.T) {
 	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Paced: []string{paceFilter}})
 	if err != nil {

@@ -47,8 +47,8 @@ func TestQuietHandler(t *testing.T) {
 }
 
 // mochi logs a listener's read error at close with an empty message: the
-// record reaches the log with one (`run --log-format json` promised a msg
-// on every line, and TestRunLogFormatJSON saw "msg":"" at a shutdown).
+// record reaches the log with one (`run --log-format json` promises a msg
+// on every line, also at a shutdown: TestRunLogFormatJSON).
 func TestQuietHandlerGivesAMessage(t *testing.T) {
 	var buf bytes.Buffer
 	lg := slog.New(newQuietHandler(slog.NewJSONHandler(&buf, nil), time.Second))

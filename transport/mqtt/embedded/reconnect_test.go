@@ -13,8 +13,8 @@ import (
 // and the locked one. mochi (v2.7.9) cleans up the old session after it
 // checked for a takeover, so the old connection's clean-up could remove the
 // new session from the broker's clients: what it subscribed to then
-// delivered nothing (seen as a controller whose replies vanished; this test
-// lost 2–7 of 200 under -race before awaitPredecessor).
+// delivers nothing (a controller's replies vanish; without
+// awaitPredecessor this test loses a few of 200 under -race).
 func TestQuickReconnectKeepsDelivery(t *testing.T) {
 	for _, locked := range []bool{false, true} {
 		t.Run(map[bool]string{false: "anonymous", true: "locked"}[locked], func(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 // Retained messages stored while other clients subscribe: mochi v2.7.9
 // writes a topic node's retained path under its index lock and reads it,
 // delivering retained messages on subscribe, without (mochi-mqtt/server
-// #200). The race detector caught it in CI (TestAgentWillEndsLease: the
-// supervisor's retained states against an agent's subscribe). Under -race
-// this test reports that race unless the broker keeps the two apart.
+// #200); in the daemon, the supervisor's retained states race an agent's
+// subscribe. Under -race this test reports that race unless the broker
+// keeps the two apart.
 func TestRetainWhileSubscribing(t *testing.T) {
 	b, err := Start("127.0.0.1:0", 1<<20, nil)
 	if err != nil {

@@ -21,9 +21,8 @@ const sessionSweepEvery = 100 * time.Millisecond
 // gone from the table and the topic index: nothing published reaches it
 // again, and nothing says so. awaitPredecessor narrows that window (it
 // waits up to a second for the old clean-up); under load it can still be
-// missed (CI saw the daemon deaf for six minutes after a takeover). The
-// sweep closes it: a connected client missing from the table is put back,
-// with its subscriptions.
+// missed. The sweep closes it: a connected client missing from the table
+// is put back, with its subscriptions.
 type sessions struct {
 	srv      *mqtt.Server
 	mu       sync.Mutex

@@ -10,8 +10,8 @@ import (
 // TestSweepPutsBackADroppedClient does to a connected client what mochi's
 // clean-up of an earlier connection of its id does when it runs late: its
 // filters leave the topic index and its id leaves the clients table. The
-// client stays connected and deaf (CI: the supervisor after a client-id
-// takeover, six minutes without a message) until the sweep puts it back.
+// client stays connected and deaf (as the supervisor would after a
+// client-id takeover) until the sweep puts it back.
 func TestSweepPutsBackADroppedClient(t *testing.T) {
 	b, err := Start("127.0.0.1:0", 0, nil)
 	if err != nil {

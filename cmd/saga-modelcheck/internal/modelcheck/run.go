@@ -132,7 +132,7 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 	}
 	r.checkReports("run", reports)
 	if c.Crash == 0 {
-		r.checkReplay("run", img)
+		r.checkRebuildRules("run", img)
 		return []*Outcome{r.finish(o, reports)}
 	}
 	recoverFrom := func(rc Case) *Outcome {
@@ -396,14 +396,14 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	if vr, err := wal.Verify(journalDir, wal.Options{FS: img}); err != nil || !vr.OK() {
 		r.violate("%s: the journal does not verify after recovery: %+v %v", p.label(), vr, err)
 	}
-	r.checkReplay(p.label(), img)
+	r.checkRebuildRules(p.label(), img)
 	r.checkFinal(img)
 }
 
-// checkReplay: replay's rules accept every record of the journal — the
-// crashed runs' and every recovery's — checked the way verify checks them
-// (rollback.Validator).
-func (r *robot) checkReplay(label string, img *crashfs.FS) {
+// checkRebuildRules: the rebuild's rules accept every record of the
+// journal — the crashed runs' and every recovery's — checked the way verify
+// checks them (rollback.Validator).
+func (r *robot) checkRebuildRules(label string, img *crashfs.FS) {
 	v := rollback.NewValidator()
 	err := wal.Scan(journalDir, wal.Options{FS: img}, 1, func(wr wal.Record) error {
 		return v.Apply(wr.Seq, wr.Type, wr.Payload)

@@ -695,7 +695,7 @@ func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
 		if err != nil {
 			return row, err
 		}
-		replayed, left := res.Replayed, len(res.Reports)
+		replayed, left := res.RebuiltRecords, len(res.Reports)
 		if err := res.Close(); err != nil {
 			return row, err
 		}

@@ -186,7 +186,7 @@ func benchRestart(ctx context.Context, dir string, size uint64) ([]RestartRow, e
 			if err != nil {
 				return row, err
 			}
-			row.Replayed, row.Walked = r.Replayed, r.Opened.Records
+			row.Replayed, row.Walked = r.RebuiltRecords, r.Opened.Records
 			if err := r.Close(); err != nil {
 				return row, err
 			}

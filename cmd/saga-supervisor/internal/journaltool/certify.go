@@ -13,7 +13,7 @@ import (
 // Certify passes a journal only if every saga in it committed or was
 // unwound clean: an open saga (a crash nobody recovered), an unfinished
 // unwind, a step still in doubt or a partial unwind fails it, and so does
-// a journal the daemon would refuse (a broken chain, a record replay
+// a journal the daemon would refuse (a broken chain, a record the rebuild
 // refuses, records lost) or one cut by a repair that removed records
 // written whole. Every torn tail, found now or cut earlier, is stated:
 // unacknowledged bytes, which alone do not fail it. Exit 0 pass, 1 fail

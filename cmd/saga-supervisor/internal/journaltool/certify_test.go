@@ -24,8 +24,8 @@ func lastRecord(t *testing.T, dir string) (uint64, string) {
 // earlier and kept in a .broken file — by segment, offset, bytes and the
 // last good record before it (seq and hash), and still passes when that is
 // all, saying so. A cut that removed records written whole (a repair of
-// mid-log damage) fails it. (An earlier cut was named only by its .broken
-// file's size: not where it was cut, nor after which record.)
+// mid-log damage) fails it. (A .broken file's size alone says neither
+// where it was cut nor after which record.)
 func TestCertifyNamesEveryTail(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	writeJournal(t, dir, committed(1, 5)...)

@@ -1,6 +1,6 @@
 // Package journaltool holds the commands that read a journal after the
 // fact: verify (the hash chain, and every record against the rules the
-// daemon replays it by), graph (sagas and their unwinds as a Mermaid
+// daemon rebuilds by), graph (sagas and their unwinds as a Mermaid
 // flowchart), certify (every saga committed or unwound clean), repair (cut
 // a damaged journal at its first bad record), recover (take the journal
 // over on the simulated arm), guarantees, and journal export (every record
@@ -24,11 +24,11 @@ import (
 )
 
 // problem is the first record a journal tool refuses: where the chain
-// breaks (wal.Verify), or the first record replay's rules refuse
+// breaks (wal.Verify), or the first record the rebuild's rules refuse
 // (rollback.Validator), whichever comes first.
 type problem struct {
 	broken   *wal.CorruptionError // the chain breaks here
-	refused  *rollback.Refusal    // or replay refuses this record
+	refused  *rollback.Refusal    // or the rebuild refuses this record
 	accepted uint64               // records verified and accepted before it
 }
 
@@ -48,11 +48,11 @@ func (p *problem) String() string {
 	return fmt.Sprintf("record seq %d in segment %s at offset %d: %s", b.Seq, b.Segment, b.Offset, b.Reason)
 }
 
-// checkJournal verifies the chain and runs every record through replay's
-// rules, exactly as the daemon replays them at start (rollback.Validator):
-// a journal the daemon would refuse is refused here. Records replay
-// accepts are added to h, if not nil. It returns what Verify found and the
-// first record refused, if any.
+// checkJournal verifies the chain and runs every record through the
+// rebuild's rules, exactly as the daemon applies them at start
+// (rollback.Validator): a journal the daemon would refuse is refused here.
+// Records the rebuild accepts are added to h, if not nil. It returns what
+// Verify found and the first record refused, if any.
 func checkJournal(dir string, h *rollback.History) (wal.VerifyReport, *problem, error) {
 	rep, err := wal.Verify(dir, wal.Options{})
 	if err != nil {
@@ -165,7 +165,7 @@ func journalArg(name string, args []string, more ...func(*flag.FlagSet)) (string
 }
 
 // Verify is `verify --wal DIR`: it checks the journal's hash chain and
-// runs every record through the rules the daemon replays it by.
+// runs every record through the rules the daemon rebuilds by.
 func Verify(args []string, w io.Writer) error {
 	dir, err := journalArg("verify", args)
 	if err != nil {
@@ -206,8 +206,9 @@ func Graph(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Drawn from the records replay accepts: a record the daemon refuses
-	// (a clean END no unwind led to, say) is not drawn as if it were true.
+	// Drawn from the records the rebuild accepts: a record the daemon
+	// refuses (a clean END no unwind led to, say) is not drawn as if it
+	// were true.
 	h := rollback.NewHistory()
 	_, bad, err := checkJournal(dir, h)
 	if err != nil {

@@ -23,8 +23,8 @@ import (
 // the journal again and says what was lost; exit 0 when the journal then
 // verifies. It never cuts a journal whose anchor says records are lost (run
 // --accept-journal-loss is the operator's way past that), nor a record
-// whose chain is intact but that replay refuses: cutting is for damage.
-// Exit 2: no journal there, or unreadable.
+// whose chain is intact but that the rebuild refuses: cutting is for
+// damage. Exit 2: no journal there, or unreadable.
 func Repair(args []string, w io.Writer) error {
 	var yes *bool
 	var at *uint64
@@ -48,7 +48,7 @@ func Repair(args []string, w io.Writer) error {
 		fmt.Fprintln(w, "`saga-supervisor run --accept-journal-loss` starts on it halted, with the loss journaled.")
 		return cli.Exit(1, "journal records lost: not repaired by cutting")
 	}
-	// Replay's rules over what comes before the damage: a record they
+	// The rebuild's rules over what comes before the damage: a record they
 	// refuse is not damage, and a cut after it would not mend the journal.
 	_, bad, err := checkJournal(dir, nil)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 // nothing (every file's bytes equal); with --yes the .broken files hold
 // exactly the bytes cut, the journal then opens with wal.Open, and a
 // second run says there is nothing to repair. What cutting cannot mend —
-// records lost behind the anchor, a record replay refuses in an intact
-// chain — it refuses to cut.
+// records lost behind the anchor, a record the rebuild refuses in an
+// intact chain — it refuses to cut.
 func TestRepairCommand(t *testing.T) {
 	const sagas = 8 // 32 records over several 1 KiB segments
 	cases := []struct {
@@ -49,7 +49,7 @@ func TestRepairCommand(t *testing.T) {
 			os.Remove(filepath.Join(dir, anchorFile)) // a crash before the anchor's next move, as far as it matters
 			return uint64(len(fs))
 		}, 1, []string{"torn tail: segment", "last good record: seq 31"}, true},
-		{"a record replay refuses, in an intact chain", func(t *testing.T, dir string, fs map[uint64]frame) uint64 {
+		{"a record the rebuild refuses, in an intact chain", func(t *testing.T, dir string, fs map[uint64]frame) uint64 {
 			writeJournal(t, dir, rollback.Record{Type: rollback.RecEnd, Saga: 1, Code: "clean"})
 			return 0
 		}, 1, []string{"REFUSED:", "record seq 33 (END)", "this is not damage", "--at 33"}, false},
@@ -129,8 +129,7 @@ func TestRepairCommand(t *testing.T) {
 // The operator's way past a record the daemon refuses in an intact chain:
 // repair --at SEQ says what a cut just before it removes, changes nothing
 // without --yes, and with --yes cuts there (the bytes kept), after which the
-// journal verifies, replay accepts it and the daemon would start on it.
-// Before, such a journal could be neither started nor repaired.
+// journal verifies, the rebuild accepts it and the daemon would start on it.
 func TestRepairAtTheOperatorsRecord(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "journal")
 	writeJournal(t, dir, committed(1, 8)...)

@@ -80,9 +80,9 @@ func retainedJournal(t *testing.T) string {
 }
 
 // A journal retention shortened is judged from its checkpoint: verify
-// passes it and certify finds every saga it holds committed. Before, the
-// tools replayed its records from an empty state and refused the first
-// record of a saga begun in the deleted segments.
+// passes it and certify finds every saga it holds committed. Judged from
+// an empty state instead, the first record of a saga begun in the deleted
+// segments would be refused.
 func TestToolsJudgeARetainedJournalFromItsCheckpoint(t *testing.T) {
 	dir := retainedJournal(t)
 	if out, code := run(Verify, "--wal", dir); code != 0 {

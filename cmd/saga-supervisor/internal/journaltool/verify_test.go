@@ -70,9 +70,9 @@ func TestToolsRefuseWhereNoJournalIs(t *testing.T) {
 
 // Records with an intact chain that the engine never writes where they
 // stand. verify and certify refuse exactly what the daemon's start
-// (recovery.Open, replaying through the engine) refuses, at the same
-// record, and pass what it starts on. (verify and certify checked only the
-// chain and that each payload decodes: a clean END with no ABORT passed.)
+// (recovery.Open, rebuilding the engine) refuses, at the same record, and
+// pass what it starts on. (Checking only the chain and that each payload
+// decodes would pass a clean END with no ABORT.)
 func TestToolsRefuseWhatTheDaemonRefuses(t *testing.T) {
 	begin := committed(1, 1)[0]
 	beginOf := func(saga uint64) rollback.Record { r := begin; r.Saga = saga; return r }

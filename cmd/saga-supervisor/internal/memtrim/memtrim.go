@@ -6,8 +6,9 @@
 // about its heap goal (twice the live heap at the last collection), and it
 // learns what is free only by collecting; an idle daemon allocates so
 // little that its next collection may be two minutes away (the runtime
-// forces one that often). After a flood the daemon's resident memory stayed
-// 15–30 MB above idle for that long, with its live heap back near idle.
+// forces one that often). Left alone, a flood keeps the daemon's resident
+// memory 15–30 MB above idle for that long, with its live heap back near
+// idle.
 //
 // A Trimmer looks every few seconds at the heap the process holds in
 // memory (objects live and dead, free pages not yet returned, stacks),

@@ -53,8 +53,8 @@ func TestTrimmerReturnsABurst(t *testing.T) {
 	before := released()
 	runtime.GC() // all of it live: the runtime would keep twice as much
 	// (A look now may trim while it is live, returning little: once it is
-	// garbage and collected, its free pages are trimmed in turn. That was
-	// a race in this test, and a burst the trimmer missed.)
+	// garbage and collected, its free pages are trimmed in turn: the loop
+	// below waits for that.)
 	sink = nil
 	runtime.GC()
 	deadline := time.Now().Add(10 * time.Second)

@@ -26,7 +26,7 @@ func (e *Engine) Apply(seq uint64, typ uint8, payload []byte) error {
 	return nil
 }
 
-// applyLocked is replay's one set of rules (the daemon's start and the
+// applyLocked is the rebuild's one set of rules (the daemon's start and the
 // journal tools' Validator both come here). Besides what the records
 // mean, it refuses a record the engine never writes where it stands: what
 // the engine writes (in any order of unwind, crash at any point and
@@ -47,7 +47,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		e.maxEpoch = max(e.maxEpoch, r.Epoch)
 		e.sagas[r.Saga] = &saga{id: r.Saga, owner: Owner{Agent: r.Agent, Lease: r.Lease, Epoch: r.Epoch}, ids: map[string]struct{}{}}
 	case RecIntent:
-		s, err := e.replaySaga(r)
+		s, err := e.rebuildSaga(r)
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (e *Engine) applyLocked(r *Record) error {
 			st.commanded = r.Target               // in doubt until its outcome: treated as applied
 		}
 	case RecApplied, RecFailed:
-		sp, err := e.replayStep(r)
+		sp, err := e.rebuildStep(r)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (e *Engine) applyLocked(r *Record) error {
 			}
 		}
 	case RecCommit:
-		s, err := e.replaySaga(r)
+		s, err := e.rebuildSaga(r)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		e.closeLocked(s)
 	case RecEnd:
-		s, err := e.replaySaga(r)
+		s, err := e.rebuildSaga(r)
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (e *Engine) applyLocked(r *Record) error {
 		}
 		e.closeLocked(s)
 	case RecAbort:
-		s, err := e.replaySaga(r)
+		s, err := e.rebuildSaga(r)
 		if err != nil {
 			return err
 		}
@@ -158,14 +158,14 @@ func (e *Engine) applyLocked(r *Record) error {
 			s.abortWhy = "aborted (no reason journaled)"
 		}
 	case RecCompIntent:
-		s, err := e.replaySaga(r)
+		s, err := e.rebuildSaga(r)
 		if err != nil {
 			return err
 		}
 		if !s.aborted() {
 			return fmt.Errorf("saga %d: a compensation, but the saga was never aborted (no ABORT)", s.id)
 		}
-		sp, err := e.replayStep(r)
+		sp, err := e.rebuildStep(r)
 		if err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (e *Engine) applyLocked(r *Record) error {
 			sp.act.commanded, sp.act.detached = r.Target, false
 		}
 	case RecCompDone:
-		sp, err := e.replayStep(r)
+		sp, err := e.rebuildStep(r)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func (e *Engine) applyLocked(r *Record) error {
 	case RecHalt:
 		e.lane.mu.Lock()
 		gen := e.latchGen.Add(1)
-		e.lane.done = gen // a replayed halt is applied by Recover, not by the halt goroutine
+		e.lane.done = gen // a rebuilt halt is applied by Recover, not by the halt goroutine
 		if e.lane.why == "" {
 			e.lane.why = r.Message
 		}
@@ -268,11 +268,13 @@ func (e *Engine) covered(s *saga, sp *step) []*step {
 	return out
 }
 
-// aborted reports whether the saga's ABORT has been journaled (replayed, or
-// written by this process).
+// aborted reports whether the saga's ABORT has been journaled (applied in
+// the rebuild, or written by this process).
 func (s *saga) aborted() bool { return s.abortWhy != "" }
 
-func (e *Engine) replaySaga(r *Record) (*saga, error) {
+// rebuildSaga is the open saga r names; a record naming no open saga is
+// refused.
+func (e *Engine) rebuildSaga(r *Record) (*saga, error) {
 	s := e.sagas[r.Saga]
 	if s == nil {
 		return nil, fmt.Errorf("saga %d is not open", r.Saga)
@@ -280,8 +282,9 @@ func (e *Engine) replaySaga(r *Record) (*saga, error) {
 	return s, nil
 }
 
-func (e *Engine) replayStep(r *Record) (*step, error) {
-	s, err := e.replaySaga(r)
+// rebuildStep is the step r names, of an open saga.
+func (e *Engine) rebuildStep(r *Record) (*step, error) {
+	s, err := e.rebuildSaga(r)
 	if err != nil {
 		return nil, err
 	}
@@ -326,9 +329,9 @@ func (e *Engine) Recover() ([]*Report, error) {
 	if e.stopped() && !e.safeDone {
 		// The halt is latched: make it true of the world again. The
 		// previous process may have died before (or while) moving every
-		// actuator to its safe policy, and replay took the SAFE records'
-		// values as commanded. (A halt latched by this process before
-		// Recover — an e-stop pressed at start — has just done so.)
+		// actuator to its safe policy, and the rebuild took the SAFE
+		// records' values as commanded. (A halt latched by this process
+		// before Recover — an e-stop pressed at start — has just done so.)
 		e.mu.Unlock()
 		err := e.goSafeAll()
 		e.mu.Lock()
