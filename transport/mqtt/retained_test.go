@@ -72,12 +72,11 @@ func (c *gateClient) lastStatus(t *testing.T, topic string) (api.Status, int) {
 
 // TestReconnectNeverRepublishesAnOlderStatus: a reconnect republishes the
 // retained topics while the supervisor publishes a newer status. The
-// broker must be left with the newer one. It was left with the older one
-// about once in a hundred restarts: the reconnect published a snapshot
-// taken before the newer status, from paho's goroutine, after the
-// publisher goroutine had sent the newer one (issue 13, "stale retained
-// status"). Here the republish is held at its first Publish until the newer
-// status has been set, the worst interleaving, made certain.
+// broker must be left with the newer one, even when the reconnect's
+// snapshot, taken before the newer status on paho's goroutine, is sent
+// after the publisher goroutine sent the newer one. Here the republish is
+// held at its first Publish until the newer status has been set: the worst
+// interleaving, made certain.
 func TestReconnectNeverRepublishesAnOlderStatus(t *testing.T) {
 	tr, err := NewTransport(TransportOptions{Broker: "tcp://127.0.0.1:1", ClientID: "sup", Topics: Topics{Device: "arm1"}})
 	if err != nil {
@@ -142,9 +141,9 @@ func waitSent(t *testing.T, c *gateClient, topic string, n int) {
 
 // A connection's loss reported after the next connection is up and
 // subscribed (paho reports losses on a goroutine of its own) leaves the
-// transport up: seen in CI after a client-id takeover, the late report of
-// the old connection's loss marked the new one down, the daemon stayed not
-// ready, and its replies waited for the link forever.
+// transport up. Marking the new one down would leave the daemon not ready
+// and its replies waiting for the link forever (a client-id takeover
+// makes such a late report likely).
 func TestLateLossOfAnOldConnection(t *testing.T) {
 	tr, err := NewTransport(TransportOptions{Broker: "tcp://127.0.0.1:1", ClientID: "sup", Topics: Topics{Device: "arm1"}})
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 //
 // All lists the keys in the order they were stored. paho's resume resends
 // the unacknowledged publishes in the order All gives, and its memory store
-// gives map order: after a reconnect an agent's replies came back shuffled
-// (issue 13, replies in order after SIGSTOP and SIGCONT).
+// gives map order, which would shuffle an agent's replies after a
+// reconnect.
 //
 // It tells when a publish is acknowledged: Del (paho deletes a publish when
 // the broker acknowledges it) signals acked, and holds says whether one
