@@ -30,8 +30,9 @@ func TestDocDeduplication(t *testing.T) {
 		"**Every op is de-duplicated within a lease**, by its `id`:",
 		fmt.Sprintf("the supervisor remembers an agent's last %d replies;", ingress.DefaultReplyCache),
 		"a request that reuses an `id` for anything else gets `DUPLICATE_ID` and moved nothing;",
-		fmt.Sprintf("(a lease's last %d step ids, and every id its saga carried), so a step sent again after its reply was forgotten gets `DUPLICATE_ID`.", lease.SeenPerLease),
+		fmt.Sprintf("(a lease's last %d step ids, and every id its saga carried), so a step sent again after its reply was forgotten gets `DUPLICATE_ID`;", lease.SeenPerLease),
 		"a repeated halt halts again, and a repeated status is answered afresh",
+		"a request refused before it was served (`RATE_LIMITED`, `BUSY`, `TOO_MANY_AGENTS`) is not remembered: sent again, it is served.",
 	} {
 		if !strings.Contains(doc, s) {
 			t.Errorf("docs/API.md does not say %q", s)
@@ -151,5 +152,32 @@ func TestDocDeduplication(t *testing.T) {
 	}
 	if st := s.lanes.Stats(); st.Replayed != 1 {
 		t.Errorf("the lanes answered %d requests from the cache, want 1 (the step sent again)", st.Replayed)
+	}
+}
+
+// A request the lanes refused before serving it is not remembered: sent
+// again with the same id, it is served (docs/API.md, "Replies").
+func TestDocDeduplicationRefusedUnserved(t *testing.T) {
+	s, _ := newTestSupervisorWith(t, func(c *config.Config) {
+		c.Agents.Allow = nil
+		c.Agents.Rate, c.Agents.Burst = 1, 1 // one request, then one a second
+	})
+	call := func(payload string) api.Reply {
+		t.Helper()
+		req, derr := api.DecodeRequest([]byte(payload), 8192)
+		got := make(chan api.Reply, 1)
+		s.Submit(req.Agent, req, derr, time.Now(), func(r api.Reply) { got <- r })
+		return <-got
+	}
+	if r := call(`{"id":"h1","agent":"planner","op":"hello","ttl_ms":60000}`); !r.OK {
+		t.Fatalf("hello: %s %s", r.Code, r.Message)
+	}
+	const h2 = `{"id":"h2","agent":"planner","op":"hello","ttl_ms":60000}`
+	if r := call(h2); r.Code != "RATE_LIMITED" {
+		t.Fatalf("a second hello at once: %+v, want RATE_LIMITED", r)
+	}
+	time.Sleep(1100 * time.Millisecond) // a token again
+	if r := call(h2); !r.OK || r.Lease == "" {
+		t.Errorf("the same hello sent again once a token was back: %+v; want it served", r)
 	}
 }
