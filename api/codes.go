@@ -67,7 +67,7 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeSagaBusy), "A step of this saga is still in flight.", "Wait for its reply, then send the next step. Send steps one at a time."},
 	{string(rollback.CodeSagaFull), "The saga has carried the maximum number of commands (10000 by default).", "Commit or abort it and begin another."},
 	{string(rollback.CodeTooManySagas), "The lease holds as many open sagas as it may (8 by default).", "Commit or abort an open saga, then begin again."},
-	{string(rollback.CodeDuplicateID), "This command id was already seen under this lease or saga (a QoS 1 redelivery, or a reused id). This message moved nothing.", "Use a new id for every command, even after a refusal."},
+	{string(rollback.CodeDuplicateID), "This id was already used under this lease for another request, or by a step whose first reply is no longer remembered (the same request sent again while its reply is remembered gets that reply). This message moved nothing.", "Use a new id for every command, even after a refusal."},
 
 	// The step's gate.
 	{string(rollback.CodeDeadlinePassed), "The step was not admitted within its deadline_ms of arriving. Nothing moved.", "If the motion is still wanted, send it again with a new id."},

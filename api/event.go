@@ -16,8 +16,10 @@ const (
 	// EventReply carries a reply that had no agent to go to: the request's
 	// agent could not be read, so reply/<agent> has no topic.
 	EventReply = "reply"
-	// EventRollback carries the report of an unwind nobody asked for by
-	// request: a lease expiry, an agent's will, a halt, crash recovery.
+	// EventRollback carries the report of every unwind the running
+	// supervisor does, asked for or not: an abort (its reply carries the
+	// report too), a failed step, a lease's end, a supply trip, a halt.
+	// Crash recovery's, at start, are logged, not published.
 	EventRollback = "rollback"
 	// EventDrift reports an actuator its device moved on its own (a
 	// board's watchdog, restart or e-stop): the supervisor now takes the

@@ -262,7 +262,7 @@ func (h *dashHub) build() Dashboard {
 }
 
 // readingOf names how an actuator's read-back stands. The status carries
-// the read-back error as text; the drivers wrap the actuators package's
+// a failed read-back as text; the drivers wrap the actuators package's
 // errors, whose text the wrapping keeps.
 func readingOf(as ActuatorStatus, a *actuators.Actuator) string {
 	if _, ok := a.Driver.(actuators.ReadBacker); !ok {
@@ -271,7 +271,7 @@ func readingOf(as ActuatorStatus, a *actuators.Actuator) string {
 	switch {
 	case as.Error == "" && as.ReadBack != nil:
 		return "ok"
-	case strings.Contains(as.Error, actuators.ErrNoReading.Error()):
+	case as.NotDriven:
 		return "not_driven"
 	case strings.Contains(as.Error, actuators.ErrLinkLost.Error()):
 		return "link_lost"

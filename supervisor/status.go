@@ -56,7 +56,11 @@ type ActuatorStatus struct {
 	Kind      string   `json:"kind"`
 	Commanded float64  `json:"commanded"`
 	ReadBack  *float64 `json:"read_back,omitempty"`
-	Error     string   `json:"error,omitempty"` // read-back failure, lost link
+	// NotDriven: the output is not being driven (never commanded since the
+	// supervisor started, or detached), so there is nothing to read back.
+	// It is no fault and does not count against readiness.
+	NotDriven bool   `json:"not_driven,omitempty"`
+	Error     string `json:"error,omitempty"` // read-back failure, lost link: a fault
 }
 
 // LeaseJSON is a live lease for status. It names the agent but carries
@@ -106,14 +110,16 @@ func (s *Supervisor) Status() Status {
 			v, err := rb.ReadBack(ctx)
 			cancel()
 			if err != nil {
-				as.Error = err.Error()
 				switch {
 				case errors.Is(err, actuators.ErrNoReading):
 					// Not driven (never commanded, or detached): nothing
 					// to compare, and nothing wrong.
+					as.NotDriven = true
 				case errors.Is(err, actuators.ErrLinkLost):
+					as.Error = err.Error()
 					reasons = append(reasons, fmt.Sprintf("actuator %s: link lost", name))
 				default:
+					as.Error = err.Error()
 					reasons = append(reasons, fmt.Sprintf("actuator %s: cannot be read: %v", name, err))
 				}
 			} else {

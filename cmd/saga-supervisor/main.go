@@ -34,7 +34,7 @@ func init() {
 		{name: "run", args: "[--config FILE]", help: "run the supervisor daemon (no flags: the embedded default — sim arm, in-process broker, HTTP on 127.0.0.1)", run: runRun},
 		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
-		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch", run: ctl.Run},
+		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch, keygen, approve", run: ctl.Run},
 		{name: "fleet", args: "[--once] [--json]", help: "every supervisor on a broker at a glance (mqtt.fleet summaries): ready, halted, offline, stale; refreshes in place", run: fleetcmd.Run},
 		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: demo.Run},
 		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain and every record against the daemon's replay rules; exit 0 intact, 1 broken, refused or lost (first bad record named), 2 no journal or unreadable", run: journaltool.Verify},

@@ -407,6 +407,8 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{2, "docs/API.md", "(configs/mosquitto.acl)", "(configs/mosquitto.{acl,acls})", "names configs/mosquitto.acls"},
 		{3, "docs/HARDWARE.md", "      active_low: true     # the module", "      active_lo: true      # the module", "does not check clean"},
 		{3, "docs/HARDWARE.md", "  pin: GPIO27\n  active_high: true ", "  pin: GPIO27\n  active_high: yes-please ", "does not check clean"},
+		// A pwm: sysfs servo's pin is checked: GPIO17 has no hardware PWM.
+		{3, "docs/HARDWARE.md", "      pin: GPIO18          # optional, never driven", "      pin: GPIO17          # optional, never driven", "has no hardware PWM on GPIO17"},
 		{4, "configs/saga-supervisor.service", "ExecStart=/usr/local/bin/saga-supervisor", "ExecStart=/usr/bin/saga-supervisor", "installs the binary as /usr/local/bin/saga-supervisor; the unit runs /usr/bin/saga-supervisor"},
 		{4, "configs/raspberry-pi.yaml", "# /etc/saga-supervisor/config.yaml for", "# /etc/saga-supervisor/robot.yaml for", "names the config /etc/saga-supervisor/robot.yaml"},
 	}

@@ -124,7 +124,7 @@ function renderActuators(d) {
     let rb;
     switch (cfg.reading) {
       case "ok": rb = el("span", null, num(a.read_back)); break;
-      case "not_driven": rb = tag("not driven (detached)", "off"); break;
+      case "not_driven": rb = tag("not driven (never commanded, or detached)", "off"); break;
       case "link_lost": rb = tag("LINK LOST", "bad"); break;
       case "error": rb = tag("unreadable: " + (a.error || ""), "bad"); break;
       default: rb = tag("no read-back", "off");

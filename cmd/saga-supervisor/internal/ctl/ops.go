@@ -80,6 +80,9 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 		if a.ReadBack != nil {
 			fmt.Fprintf(w, ", reads %g", *a.ReadBack)
 		}
+		if a.NotDriven {
+			fmt.Fprint(w, ", not driven (no command since start, or detached: no fault)")
+		}
 		if a.Error != "" {
 			fmt.Fprintf(w, ", ERROR: %s", a.Error)
 		}
