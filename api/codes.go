@@ -24,6 +24,13 @@ const (
 	CodeNoOperatorToken = "NO_OPERATOR_TOKEN" // reset with no operator token configured: nobody can reset
 )
 
+// Codes of the HTTP listener's guard (supervisor.GuardHTTP): requests a web
+// page on another site could have made a browser send.
+const (
+	CodeHostNotAllowed   = "HOST_NOT_ALLOWED"   // HTTP: the Host header names none of the supervisor's own addresses
+	CodeOriginNotAllowed = "ORIGIN_NOT_ALLOWED" // HTTP: a state-changing request from a page of another origin
+)
+
 // CodeInfo documents one wire code for the agents that receive it.
 type CodeInfo struct {
 	Code    string
@@ -53,6 +60,11 @@ var Codes = []CodeInfo{
 	{CodeForbidden, "The agent may not do this: the configuration (agents.allow) does not give it this op or this actuator, or it names no such agent; or a reset over MQTT, which is off (mqtt.allow_reset), or over HTTP on an address other machines reach. Refusals are journaled. Nothing moved.", "Do not retry: ask the robot's operator for the permission."},
 	{CodeNoOperatorToken, "Reset was refused: the supervisor has no operator token configured (http.reset_token_file), so no token can clear a halt. Not counted as a failed attempt: there is nothing to guess.", "Do not retry: the robot's operator must set http.reset_token_file (a file holding only the token, at least 32 bytes, mode 0600) and restart the supervisor."},
 	{CodeTooManyAttempts, "HTTP reset only: too many resets failed for their token in the last minute (5 from this host or 30 from all). Every reset is refused, the right token included, until the Retry-After header's seconds pass. Halt is never limited.", "Wait Retry-After seconds, then reset once with the right token."},
+
+	// The HTTP listener's guard: what a web page on another site could make
+	// an operator's browser send.
+	{CodeHostNotAllowed, "HTTP only (421): the request's Host header names none of the supervisor's own addresses (http.listen, localhost, 127.0.0.1 and [::1] on its port, http.allowed_hosts), or there is none: a web page that pointed its own DNS name at this address would send it. Nothing was done: the status is not sent, a halt or reset is refused (and journaled).", "Do not retry: connect by an address the supervisor answers to, or have the robot's operator add the name to http.allowed_hosts."},
+	{CodeOriginNotAllowed, "HTTP only (403): a halt, reset or other request that changes state came with an Origin header that is not one of the supervisor's own (the same names as for Host): a page from another site, or null. Programs send no Origin. Nothing was done; a refused halt or reset is journaled with its source.", "Do not retry from that page: use the dashboard on the supervisor's own address, saga-supervisor ctl, or the e-stop."},
 
 	// Leases (supervisor/lease).
 	{"LEASE_UNKNOWN", "No lease with that id was granted, or it ended too long ago to be recognised.", "Send hello for a new lease, then begin a new saga."},

@@ -135,6 +135,11 @@ var codeClass = map[string]class{
 	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},
 	// A supervisor bug: whether anything moved is unknown.
 	"INTERNAL": {},
+
+	// HTTP only: a request a web page of another site could have made a
+	// browser send, refused before anything was done.
+	"HOST_NOT_ALLOWED":   {refusal: true, sentinel: ErrForbidden},
+	"ORIGIN_NOT_ALLOWED": {refusal: true, sentinel: ErrForbidden},
 }
 
 // IsRefusal reports whether err is a refusal from the supervisor that

@@ -182,7 +182,13 @@ func Start(opt Options) (_ *Daemon, err error) {
 		}()
 	}
 	if d.httpLn != nil {
-		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, d.Sup.HTTPHandler())
+		// Every request passes the Host and Origin checks first.
+		guarded, err := d.Sup.GuardHTTP(d.Sup.HTTPHandler(), supervisor.HTTPGuard{
+			Listen: cfg.HTTP.Listen, Bound: d.httpLn.Addr().String(), AllowedHosts: cfg.HTTP.AllowedHosts})
+		if err != nil {
+			return nil, err
+		}
+		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, guarded)
 		go func() {
 			if err := d.httpSrv.Serve(d.httpLn); !errors.Is(err, http.ErrServerClosed) {
 				d.httpErr <- err

@@ -43,7 +43,7 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 	}
 	// Shutdown waits for handlers to return: the dashboard's streams
 	// never would on their own.
-	if sc, ok := h.(*apiHandler); ok {
+	if sc, ok := h.(streamCloser); ok {
 		srv.RegisterOnShutdown(sc.closeStreams)
 	}
 	return srv
@@ -71,6 +71,9 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 // Errors are JSON {"ok":false,"code":"...","message":"..."} with the stable
 // codes of the MQTT API. Any method but the route's is 405, a body over
 // MaxHTTPBody is 413.
+//
+// The handler checks neither Host nor Origin: a listener serves it behind
+// GuardHTTP, as the daemon does.
 func (s *Supervisor) HTTPHandler() http.Handler {
 	h := &httpAPI{s: s, limit: s.resetLimit, closed: make(chan struct{})}
 	mux := http.NewServeMux()

@@ -73,6 +73,8 @@ type metrics struct {
 	tailCut      *promtext.Gauge
 	halts        *promtext.Counter
 	state        *stateCollector
+	// httpRefused counts what the HTTP guard refused (httpguard.go).
+	httpRefused *promtext.CounterVec
 	// journalVerified is the verdict of the journal's verification pass
 	// after start (journalcheck.go).
 	journalVerified atomic.Int64
@@ -129,6 +131,9 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 		halts: counter("saga_halts_total",
 			"Halts asked for, from every source (agents, HTTP, e-stops, supplies), a second one while halted included."),
 		state: newStateCollector(),
+		httpRefused: counterVec("saga_http_refused_total",
+			"HTTP requests the listener's guard refused, by reason: host (the Host header names none of the supervisor's own addresses: 421), origin (a state-changing request from a page of another origin: 403).",
+			"reason"),
 	}
 	// Series that exist from the start read 0 rather than missing, so
 	// rates and alerts work before the first event.
@@ -150,9 +155,12 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 	for _, r := range leaseReasons {
 		m.leaseEnds.WithLabelValues(r)
 	}
+	for _, r := range guardReasons {
+		m.httpRefused.WithLabelValues(r)
+	}
 
 	for _, c := range []promtext.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
-		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo()} {
+		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo(), m.httpRefused} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return nil, err

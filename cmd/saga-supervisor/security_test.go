@@ -722,6 +722,16 @@ func securityCases() []secCase {
 		{name: "38_token_in_query_refused", halts: true, run: func(t *testing.T, s *secure) {
 			s.refusedWhileHalted(t, "/api/v1/reset?token="+secToken, map[string]string{"Content-Type": "application/json"}, "", http.StatusBadRequest)
 		}},
+		// HTTP: a web page in a browser that reaches the listener
+		// (security_http_test.go).
+		{name: "41_rebinding_host_reads_421", run: caseRebindingReads},
+		{name: "42_rebinding_host_halt_421", run: caseRebindingHalt},
+		{name: "43_rebinding_host_reset_421", halts: true, run: caseRebindingReset},
+		{name: "44_foreign_origin_state_changes_403", run: caseForeignOrigin},
+		{name: "45_foreign_origin_reset_403", halts: true, run: caseForeignOriginReset},
+		{name: "46_cross_site_text_plain_and_form_403", run: caseCrossSiteForms},
+		{name: "47_cors_preflight_foreign_origin_403", run: caseCORSPreflight},
+		{name: "48_host_less_http10_421", run: caseHostless},
 		{name: "40_connection_flood_wrong_passwords", run: caseConnectFlood},
 		// Last: it locks HTTP resets for a minute.
 		{name: "39_token_guessing_429", run: caseTokenGuessing},

@@ -279,6 +279,13 @@ type HTTP struct {
 	// over HTTP is not possible.
 	ResetToken     Secret `yaml:"reset_token"`
 	ResetTokenFile string `yaml:"reset_token_file"`
+	// AllowedHosts are the names, besides the listener's own address and
+	// localhost, 127.0.0.1 and [::1], that requests may carry in their Host
+	// and Origin headers (see NormalizeHost): a name alone allows it on any
+	// port, host:port on that port only. Anything else is refused, so a web
+	// page cannot rebind its own DNS name to this address and speak to the
+	// supervisor as if it were its own origin.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Sim configures the simulated world.

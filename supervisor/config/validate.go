@@ -171,6 +171,7 @@ func (d *decoder) validate(c *Config) {
 	d.validateHomeAssistant(c)
 	d.validateFleet(c)
 	d.validateHTTP(c.HTTP)
+	d.validateAllowedHosts(c.HTTP)
 	for _, name := range c.SupplyNames() {
 		d.validateSupply(c, name)
 	}
