@@ -20,16 +20,16 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// bench --mqtt measures the front door: what MQTT and the supervisor's
+// bench mqtt measures the front door: what MQTT and the supervisor's
 // lanes add to a durable step, how soon a halt is latched while another
 // agent floods, and how many durable steps 64 agents get through. Every
 // figure is measured beside its baseline in the same run — the bare broker
 // round trip, the engine's own step on the same disk, the quiet halt —
 // because on a shared machine absolute times drift between runs.
 //
-// The supervisor runs in this process, composed as `run` composes it, so
-// broker, supervisor and agents share the machine's cores (with an
-// external broker, the broker has its own process).
+// The supervisor runs in this process, started by daemon.Start as `run`
+// starts it, so broker, supervisor and agents share the machine's cores
+// (with an external broker, the broker has its own process).
 
 // Goals the issue set for the front door; the bench reports whether this
 // run met them and never fails on them.
@@ -215,9 +215,9 @@ func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOp
 	res.Broker = door.url
 	res.BrokerKind = "external"
 	if door.broker != nil {
-		res.BrokerKind = "embedded (mochi-mqtt, in this process)"
+		res.BrokerKind = "embedded (mochi-mqtt, in this process), locked: agents log in, the ACL holds"
 	}
-	res.Supervisor = "in this process: supervisor.FromConfig + supervisor.New + transport/mqtt.StartTransport, as `run` composes them"
+	res.Supervisor = "in this process, started by daemon.Start as `run` starts it (no HTTP)"
 	res.Durability = door.cfg.Journal.Durability.String()
 	res.AgentRate, res.AgentBurst, res.AgentQueue = door.cfg.Agents.Rate, door.cfg.Agents.Burst, door.cfg.Agents.Queue
 
@@ -272,13 +272,25 @@ func fdRowOf(name string, s latency.Samples, ref *fdRow, note string) fdRow {
 // journal of its own on the same disk.
 func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult, floor latency.Samples) (err error) {
 	n := res.N
+	echoURL, stopEcho, err := door.echoBroker()
+	if err != nil {
+		return err
+	}
+	defer stopEcho()
 	base := "saga-bench/" + door.topics.Device + "/echo/"
-	echo, err := newBenchEcho(door.url, door.clientID+"-echo", base+"req", base+"rep")
+	echo, err := newBenchEcho(echoURL, login{clientID: door.clientPrefix + "-echo"}, base+"req", base+"rep")
 	if err != nil {
 		return err
 	}
 	defer echo.close()
-	a, saga, err := door.sagaAgent("rtt", base+"rep")
+	// The echo's requester, a client of its own: it sends what agent rtt
+	// sends, and takes the echo's replies.
+	er, err := newBenchClient(echoURL, login{clientID: door.clientPrefix + "-echo-req"}, door.topics, "rtt", base+"rep")
+	if err != nil {
+		return fmt.Errorf("echo requester: %w", err)
+	}
+	defer er.close()
+	a, saga, err := door.sagaAgent("rtt")
 	if err != nil {
 		return err
 	}
@@ -302,7 +314,7 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 			if err != nil {
 				return 0, err
 			}
-			_, d, err := a.send(base+"req", id, b)
+			_, d, err := er.send(base+"req", id, b)
 			return d, err
 		},
 		func(int) (time.Duration, error) {
@@ -361,7 +373,11 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		return err
 	}
 
-	echoRow := fdRowOf("echo (bare broker, QoS 1 both ways)", samples[0], nil, "another paho client republishes")
+	echoNote := "another paho client republishes"
+	if door.broker != nil {
+		echoNote += ", on a broker of its own"
+	}
+	echoRow := fdRowOf("echo (bare broker, QoS 1 both ways)", samples[0], nil, echoNote)
 	res.RoundTrips = []fdRow{
 		echoRow,
 		fdRowOf("heartbeat (lease only, no journal)", samples[1], &echoRow, "served on the transport's goroutine"),
@@ -414,7 +430,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 	if err != nil {
 		return err
 	}
-	dropped0 := door.tr.Dropped()
+	dropped0 := door.daemon.Transport.Dropped()
 
 	var quietLatch, floodLatch, quietReply, floodReply, quietStatus, floodStatus latency.Samples
 	refusedAtHalt := 0
@@ -454,7 +470,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 			} else {
 				res.HaltsDropped++
 			}
-			needReset, _ = door.sup.Engine().Halted()
+			needReset, _ = door.daemon.Sup.Engine().Halted()
 			if flooding {
 				// The halt did not end the flood's saga: close it now,
 				// not at the next halt, which would report every step.
@@ -511,7 +527,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 	res.HaltGoalMet = res.Halt[1].P99 <= res.HaltGoalP99
 	f := fl.summary()
 	f.SupRateLimited, f.SupBusy = rl1-rl0, busy1-busy0
-	f.TransportDropped = door.tr.Dropped() - dropped0
+	f.TransportDropped = door.daemon.Transport.Dropped() - dropped0
 	f.RefusalsUnsent = int64(f.SupRateLimited+f.SupBusy) - int64(f.Replies[api.CodeRateLimited]+f.Replies[api.CodeBusy])
 	f.Unaccounted = int64(f.NoReply) - f.RefusalsUnsent
 	f.Samples, f.RefusedAtHalt, f.SettleNs = len(floodReply), refusedAtHalt, int64(settle)

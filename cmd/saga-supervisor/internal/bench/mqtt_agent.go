@@ -55,26 +55,35 @@ type benchAgent struct {
 	staleNotReady *atomic.Int64
 }
 
-// benchConnect opens a paho connection to url as clientID with TCP_NODELAY
-// and a clean session, and no reconnecting: a lost connection ends the
-// run with an error rather than skewing it.
-func benchConnect(url, clientID string) (paho.Client, error) {
+// login is how a bench client connects: its client id, and the username
+// and password it logs in with (none if user is "").
+type login struct {
+	clientID, user, password string
+}
+
+// benchConnect opens a paho connection to url as l with TCP_NODELAY and a
+// clean session, and no reconnecting: a lost connection ends the run with
+// an error rather than skewing it.
+func benchConnect(url string, l login) (paho.Client, error) {
 	opts := paho.NewClientOptions().
 		SetDialer(nodelay.Dialer(10 * time.Second)).
 		AddBroker(url).
-		SetClientID(clientID).
+		SetClientID(l.clientID).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectTimeout(10 * time.Second).
 		SetKeepAlive(30 * time.Second).
 		SetOrderMatters(true)
+	if l.user != "" {
+		opts.SetUsername(l.user).SetPassword(l.password)
+	}
 	c := paho.NewClient(opts)
 	tok := c.Connect()
 	if !tok.WaitTimeout(15 * time.Second) {
-		return nil, fmt.Errorf("connecting to %s as %s: timed out", url, clientID)
+		return nil, fmt.Errorf("connecting to %s as %s: timed out", url, l.clientID)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connecting to %s as %s: %w", url, clientID, err)
+		return nil, fmt.Errorf("connecting to %s as %s: %w", url, l.clientID, err)
 	}
 	return c, nil
 }
@@ -96,20 +105,23 @@ func benchSubscribe(c paho.Client, topic string, h paho.MessageHandler) error {
 	return nil
 }
 
-// newBenchAgent connects agent name (client id clientPrefix-name) and
-// subscribes its reply topic, plus each of extra with the same handler
-// (the echo pinger's echo topic: the echo carries a request's id too).
-func newBenchAgent(url, clientPrefix string, topics mqtt.Topics, name string, extra ...string) (*benchAgent, error) {
-	c, err := benchConnect(url, clientPrefix+"-"+name)
+// newBenchAgent connects agent name as l and subscribes its reply topic.
+func newBenchAgent(url string, l login, topics mqtt.Topics, name string) (*benchAgent, error) {
+	return newBenchClient(url, l, topics, name, topics.Reply(name))
+}
+
+// newBenchClient connects as l a client that sends requests as agent name
+// and takes the answers to them on replies: an agent (its reply topic), or
+// the echo's requester (the echo's reply topic).
+func newBenchClient(url string, l login, topics mqtt.Topics, name, replies string) (*benchAgent, error) {
+	c, err := benchConnect(url, l)
 	if err != nil {
 		return nil, err
 	}
 	a := &benchAgent{name: name, topics: topics, c: c, inst: benchAgentInstances.Add(1), waiting: map[string]chan benchArrival{}}
-	for _, topic := range append([]string{topics.Reply(name)}, extra...) {
-		if err := benchSubscribe(c, topic, a.onMessage); err != nil {
-			benchDisconnect(c)
-			return nil, fmt.Errorf("agent %s: %w", name, err)
-		}
+	if err := benchSubscribe(c, replies, a.onMessage); err != nil {
+		benchDisconnect(c)
+		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	return a, nil
 }
@@ -268,8 +280,8 @@ type benchEcho struct {
 	req, rep string
 }
 
-func newBenchEcho(url, clientID, reqTopic, repTopic string) (*benchEcho, error) {
-	c, err := benchConnect(url, clientID)
+func newBenchEcho(url string, l login, reqTopic, repTopic string) (*benchEcho, error) {
+	c, err := benchConnect(url, l)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n
 		return err
 	}
 	defer exp.close()
-	servo, ok := door.built.Options.Actuators.Get("expiry").Driver.(actuators.ReadBacker)
+	servo, ok := door.daemon.Built.Options.Actuators.Get("expiry").Driver.(actuators.ReadBacker)
 	if !ok {
 		return errors.New("the expiry servo cannot be read back")
 	}

@@ -48,7 +48,7 @@ func startRSSFlood(url string, topics mqtt.Topics, agents []string) (f *rssFlood
 		return f, err
 	}
 	for i := range rssIdleClients {
-		c, err := benchConnect(url, fmt.Sprintf("rss-idle-%d", i))
+		c, err := benchConnect(url, login{clientID: fmt.Sprintf("rss-idle-%d", i)})
 		if err != nil {
 			return f, err
 		}
@@ -57,7 +57,7 @@ func startRSSFlood(url string, topics mqtt.Topics, agents []string) (f *rssFlood
 	big := []byte(strings.Repeat("x", rssBigBytes))
 	for i := range rssFloodClients {
 		agent := agents[i%len(agents)]
-		c, err := benchConnect(url, fmt.Sprintf("rss-flood-%d", i))
+		c, err := benchConnect(url, login{clientID: fmt.Sprintf("rss-flood-%d", i)})
 		if err != nil {
 			return f, err
 		}
