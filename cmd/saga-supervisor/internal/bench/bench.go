@@ -1,8 +1,10 @@
-// Package bench is `saga-supervisor bench`: on the robot's own computer,
-// what durability costs on this disk (journal, group commit, engine step,
-// gate and recovery against the fsync floor); with --mqtt, what the MQTT
-// front door adds (round trips beside the bare broker's echo, halt latency
-// under a flood, durable steps/s of many agents); with --rss, the daemon's
+// Package bench is `saga-supervisor bench`, measurements on the robot's own
+// computer: disk (the default), what durability costs on this disk
+// (journal, group commit, engine step, gate and recovery against the fsync
+// floor); journal, the journal over a robot's lifetime (restart-to-ready,
+// junk's bytes per hour, checkpoints); mqtt, what the MQTT front door adds
+// (round trips beside the bare broker's echo, halt latency under a flood,
+// durable steps/s of many agents, lease expiries); rss, the daemon's
 // resident memory idle, under a flood and after it.
 package bench
 
@@ -10,17 +12,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -92,166 +91,6 @@ type benchResult struct {
 	RecordBytes int        `json:"record_bytes"`
 	Rows        []benchRow `json:"rows"`
 	TookNs      int64      `json:"took_ns"`
-}
-
-// Run is `saga-supervisor bench`.
-func Run(args []string, w io.Writer) (err error) {
-	fs := cli.NewFlags("bench")
-	dirFlag := fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
-	n := fs.Int("n", 2000, "samples per measurement")
-	asJSON := fs.Bool("json", false, "print the results as one JSON object")
-	mqttFlag := fs.Bool("mqtt", false, "measure the front door instead: MQTT round trips beside the bare broker's echo and the local step, halt latency under a flood, durable steps/s of many agents (the supervisor runs in this process)")
-	broker := fs.String("broker", "", "with --mqtt: an external broker's URL, e.g. tcp://127.0.0.1:1883 (implies --mqtt; default: the embedded broker)")
-	halts := fs.Int("halts", 200, "with --mqtt: halt samples quiet, and as many under the flood")
-	agents := fs.Int("agents", 64, "with --mqtt: agents stepping at once for durable steps/s")
-	expiries := fs.Int("expiries", 20, "with --mqtt: lease expiries measured quiet, as many while 8 agents step durably, and as many again with every journal fsync slowed by --slow-fsync")
-	slowFsync := fs.Duration("slow-fsync", 5*time.Millisecond, "with --mqtt: the delay added to every journal fsync in the last expiry condition, a slow SD card's (0: leave that condition out)")
-	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
-	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
-	journalFlag := fs.Bool("journal", false, "measure the journal over a robot's lifetime instead: restart-to-ready at --records records with and without checkpoints, journal bytes per hour under junk floods at the default rate limit, and the durable step with the checkpointer off and on")
-	recordsFlag := fs.String("records", "10000,100000,1000000", "with --journal: the journal sizes restart-to-ready is measured at")
-	junkTime := fs.Duration("junk-time", 3*time.Second, "with --journal: the length of each junk flood")
-	rssFlag := fs.Bool("rss", false, "measure the daemon's resident memory instead: idle, at the peak of a flood through its embedded broker, and after the flood (the daemon runs as a process of its own; Linux)")
-	var daemons stringsFlag
-	fs.Var(&daemons, "daemon", "with --rss: a saga-supervisor binary to measure (repeat to compare builds side by side; default: this one)")
-	settle := fs.Duration("settle", rssDefaultSettle, "with --rss: the wait after the daemon is ready before idle is read")
-	floodTime := fs.Duration("flood-time", rssDefaultFlood, "with --rss: the flood's length")
-	after := fs.Duration("after", rssDefaultAfter, "with --rss: how long the daemon is watched after the flood")
-	haltTopic := fs.String("halt-topic", "estop", "with --mqtt: where the halts are published: estop (the agent's e-stop topic, read on the supervisor's own connection for it, as client.Halt does) or cmd (its command topic)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return cli.Exit(2, "%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cli.Exit(2, "unexpected argument %q", fs.Arg(0))
-	}
-	if *n < 1 {
-		return cli.Exit(2, "--n must be at least 1")
-	}
-	if *broker != "" {
-		*mqttFlag = true
-	}
-	var sizes []uint64
-	if *journalFlag {
-		if *mqttFlag || *rssFlag {
-			return cli.Exit(2, "--journal, --mqtt and --rss are different benches: one at a time")
-		}
-		if sizes, err = parseSizes(*recordsFlag); err != nil {
-			return cli.Exit(2, "%v", err)
-		}
-		if *junkTime <= 0 {
-			return cli.Exit(2, "--junk-time must be positive")
-		}
-	}
-	if *rssFlag {
-		switch {
-		case *mqttFlag:
-			return cli.Exit(2, "--rss and --mqtt are two different benches: one at a time")
-		case *settle < 0 || *floodTime <= 0 || *after < time.Second:
-			return cli.Exit(2, "--settle must be 0 or more, --flood-time positive and --after at least 1s")
-		}
-		if len(daemons) == 0 {
-			self, err := os.Executable()
-			if err != nil {
-				return cli.Exit(2, "--rss: this binary's path: %v (name one with --daemon)", err)
-			}
-			daemons = append(daemons, self)
-		}
-		for i, d := range daemons {
-			abs, err := filepath.Abs(d)
-			if err != nil {
-				return cli.Exit(2, "--daemon %s: %v", d, err)
-			}
-			if st, err := os.Stat(abs); err != nil || st.IsDir() {
-				return cli.Exit(2, "--daemon %s: %s", d, cli.ErrOr(err, "a directory"))
-			}
-			daemons[i] = abs
-		}
-	} else if len(daemons) > 0 {
-		return cli.Exit(2, "--daemon goes with --rss")
-	}
-	if *mqttFlag {
-		switch {
-		case *halts < 1:
-			return cli.Exit(2, "--halts must be at least 1")
-		case *agents < 1 || *agents > 1000:
-			return cli.Exit(2, "--agents must be 1..1000")
-		case *agentsTime <= 0:
-			return cli.Exit(2, "--agents-time must be positive")
-		case !(*floodRate >= 0):
-			return cli.Exit(2, "--flood-rate must be 0 or more")
-		case *haltTopic != "estop" && *haltTopic != "cmd":
-			return cli.Exit(2, "--halt-topic must be estop or cmd")
-		}
-	}
-	parent := *dirFlag
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
-		return cli.Exit(2, "cannot measure in %s: %v", parent, cli.ErrOr(err, "not a directory"))
-	}
-	dir, err := os.MkdirTemp(parent, "saga-bench-")
-	if err != nil {
-		return cli.Exit(2, "cannot measure in %s: %v", parent, err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("removing %s: %w", dir, rerr))
-		}
-	}()
-
-	// The first SIGINT or SIGTERM stops after the sample in progress so that
-	// the directory is removed; a second one ends the process at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			signal.Stop(sigs)
-			fmt.Fprintf(os.Stderr, "\n%v: stopping after the current sample and removing %s (again to quit at once)\n", s, dir)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
-	fstype, disk := diskOf(dir)
-	var warning string
-	if fstype == "tmpfs" || fstype == "ramfs" {
-		// Debian 13 and others mount /tmp in memory: fsync costs nothing
-		// there, and every figure would flatter the journal.
-		warning = fmt.Sprintf("%s is in memory (%s): fsync costs nothing there; measure with --dir on the disk the journal will live on", dir, fstype)
-	}
-	prog := newProgress()
-	defer prog("")
-	start := time.Now()
-	if *rssFlag {
-		res := &RSSResult{Dir: dir, SettleNs: int64(*settle), FloodNs: int64(*floodTime), AfterNs: int64(*after),
-			FloodClients: rssFloodClients, FloodWindow: rssFloodWindow, FloodBigBytes: rssBigBytes, FloodBigEvery: rssBigEvery, IdleClients: rssIdleClients}
-		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureRSS(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printRSS(w, res) })
-	}
-	if *journalFlag {
-		res := &JournalResult{Dir: dir, Disk: disk, Warning: warning}
-		opt := journalOptions{sizes: sizes, junkTime: *junkTime, n: *n}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureJournal(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printJournal(w, res) })
-	}
-	if *mqttFlag {
-		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
-		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, slowFsync: *slowFsync, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureFrontDoor(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printFrontDoor(w, res) })
-	}
-	res := &benchResult{Dir: dir, Disk: disk, Warning: warning, N: *n, RecordBytes: benchRecordSize}
-	return report(ctx, w, *asJSON, start, nil, func() error { return measureAll(ctx, res, prog) },
-		&res.TookNs, res, func() { printBench(w, res) })
 }
 
 // report runs a measurement and prints its result, as one JSON object or

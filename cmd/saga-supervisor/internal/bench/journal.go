@@ -22,12 +22,12 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// The journal over a robot's lifetime (`bench --journal`): how long a
+// The journal over a robot's lifetime (`bench journal`): how long a
 // restart takes to get ready as the journal grows, with and without
 // checkpoints; how many bytes an hour junk traffic costs the journal at the
 // default rate limit; and what keeping checkpoints costs a step.
 
-// JournalResult is what `bench --journal` measured.
+// JournalResult is what `bench journal` measured.
 type JournalResult struct {
 	Dir     string       `json:"dir"`
 	Disk    string       `json:"disk,omitempty"`

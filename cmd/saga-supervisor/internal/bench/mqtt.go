@@ -51,7 +51,7 @@ const (
 	benchHaltTimeout = 5 * time.Second
 )
 
-// frontDoorOptions are the flags of bench --mqtt.
+// frontDoorOptions are the flags of bench mqtt.
 type frontDoorOptions struct {
 	broker     string        // an external broker's URL; "" the embedded broker
 	n          int           // round-trip samples of each kind
@@ -131,7 +131,7 @@ type fdThroughput struct {
 	RecordsPerSync float64 `json:"records_per_fsync"`
 }
 
-// FrontDoorResult is everything bench --mqtt reports (its JSON).
+// FrontDoorResult is everything bench mqtt reports (its JSON).
 type FrontDoorResult struct {
 	Broker      string            `json:"broker"`
 	BrokerKind  string            `json:"broker_kind"`
@@ -822,7 +822,7 @@ func benchRound(k int, d time.Duration, step func(g, i int) error) (int, latency
 	return len(all), all, nil
 }
 
-// printFrontDoor writes bench --mqtt's results as tables.
+// printFrontDoor writes bench mqtt's results as tables.
 func printFrontDoor(w io.Writer, res *FrontDoorResult) {
 	fmt.Fprintf(w, "front door over MQTT: broker %s, %s\n", res.Broker, res.BrokerKind)
 	fmt.Fprintf(w, "supervisor %s\n", res.Supervisor)

@@ -16,7 +16,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
-// rssFlood is bench --rss's flood through the daemon's broker: what any
+// rssFlood is bench rss's flood through the daemon's broker: what any
 // local client could do to it, all at once. rssFloodClients clients
 // publish QoS 1 requests to their command topics as fast as the broker
 // acknowledges them, rssFloodWindow unacknowledged each: status requests
