@@ -52,14 +52,14 @@ func Run(args []string, w io.Writer) error {
 		}
 	}
 	if args[0] == "help" {
-		fmt.Fprint(w, benchList())
+		fmt.Fprint(w, subcommandList())
 		return nil
 	}
-	return cli.Exit(2, "unknown bench %q\n%s", args[0], strings.TrimSuffix(benchList(), "\n"))
+	return cli.Exit(2, "unknown bench %q\n%s", args[0], strings.TrimSuffix(subcommandList(), "\n"))
 }
 
-// benchList lists the subcommands, for usages and errors.
-func benchList() string {
+// subcommandList lists the subcommands, for usages and errors.
+func subcommandList() string {
 	var b strings.Builder
 	b.WriteString("usage: saga-supervisor bench [disk|journal|mqtt|rss] [flags] (saga-supervisor bench NAME -h for its flags)\n\n")
 	for _, s := range subcommands {
@@ -149,7 +149,7 @@ func newFlags(name, about string) (fs *flag.FlagSet, dir *string, asJSON *bool) 
 		fmt.Fprintf(out, "usage: saga-supervisor bench %s [flags]\n\n%s\n\nflags:\n", name, about)
 		fs.PrintDefaults()
 		if name == "disk" {
-			fmt.Fprintf(out, "\n%s", benchList())
+			fmt.Fprintf(out, "\n%s", subcommandList())
 		}
 	}
 	dir = fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
@@ -241,7 +241,7 @@ func runDisk(args []string, w io.Writer) error {
 		prog := newProgress()
 		defer prog("")
 		start := time.Now()
-		res := &benchResult{Dir: at.dir, Disk: at.disk, Warning: at.warning, N: *n, RecordBytes: benchRecordSize}
+		res := &diskResult{Dir: at.dir, Disk: at.disk, Warning: at.warning, N: *n, RecordBytes: recordSize}
 		return report(ctx, w, *asJSON, start, nil, func() error { return measureAll(ctx, res, prog) },
 			&res.TookNs, res, func() { printBench(w, res) })
 	})

@@ -23,13 +23,13 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
-// benchDoor is the supervisor the front-door bench measures: started in
+// door is the supervisor the front-door bench measures: started in
 // this process by daemon.Start, as `run` starts it, on a configuration of
 // the bench's own (sim servos that reach any angle at once, an in-memory
 // world, no HTTP), with the embedded broker — locked by logins and the
 // ACL, the agents logging in with the passwords the daemon wrote for them
 // — or an external one.
-type benchDoor struct {
+type door struct {
 	url       string
 	daemon    *daemon.Daemon
 	broker    *embedded.Broker // the daemon's embedded broker; nil: an external one
@@ -45,8 +45,8 @@ type benchDoor struct {
 	// (an agent's username and client id are its name); nil on an
 	// external broker.
 	passwords map[string]string
-	tap       *benchHaltTap
-	pub       *benchPublisher
+	tap       *haltTap
+	pub       *publisher
 	// What the transport and the embedded broker logged at warning or
 	// above: a lost connection, a packet refused.
 	logs *logTally
@@ -57,15 +57,15 @@ type benchDoor struct {
 	syncDelay atomic.Int64
 }
 
-// sagaAgent connects agent name, takes a lease of benchLeaseTTL and
+// sagaAgent connects agent name, takes a lease of leaseTTL and
 // begins a saga.
-func (d *benchDoor) sagaAgent(name string) (*benchAgent, uint64, error) {
+func (d *door) sagaAgent(name string) (*agent, uint64, error) {
 	a, err := d.agent(name)
 	if err != nil {
 		return nil, 0, err
 	}
 	saga := uint64(0)
-	if err = a.hello(benchLeaseTTL); err == nil {
+	if err = a.hello(leaseTTL); err == nil {
 		saga, err = a.begin()
 	}
 	if err != nil {
@@ -75,11 +75,11 @@ func (d *benchDoor) sagaAgent(name string) (*benchAgent, uint64, error) {
 	return a, saga, nil
 }
 
-// agent connects a bench agent to the supervisor (benchAgent): on the
+// agent connects an agent of the bench to the supervisor: on the
 // embedded broker logged in as a controller is, username and client id
 // its name; on an external broker anonymous, its client id prefixed.
-func (d *benchDoor) agent(name string) (*benchAgent, error) {
-	a, err := newBenchAgent(d.url, d.login(name), d.topics, name)
+func (d *door) agent(name string) (*agent, error) {
+	a, err := newAgent(d.url, d.login(name), d.topics, name)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (d *benchDoor) agent(name string) (*benchAgent, error) {
 }
 
 // login is how agent name connects (see agent).
-func (d *benchDoor) login(name string) login {
+func (d *door) login(name string) login {
 	if d.passwords == nil {
 		return login{clientID: d.clientPrefix + "-" + name}
 	}
@@ -198,12 +198,12 @@ func (t *logTally) summary(component string) []string {
 	return out
 }
 
-// benchPublisher is what the supervisor publishes through
+// publisher is what the supervisor publishes through
 // (daemon.Options.WrapPublisher): the transport, noting the largest event
 // it was handed. A rollback event carries the whole report of a saga, and
 // one larger than the broker's packet limit costs the supervisor its
 // connection.
-type benchPublisher struct {
+type publisher struct {
 	supervisor.Publisher
 	mu           sync.Mutex
 	largest      int
@@ -212,7 +212,7 @@ type benchPublisher struct {
 }
 
 // PublishEvent notes the event's encoded size and publishes it.
-func (p *benchPublisher) PublishEvent(ev api.Event) {
+func (p *publisher) PublishEvent(ev api.Event) {
 	n := len(api.EncodeEvent(ev))
 	p.mu.Lock()
 	if n > p.largest {
@@ -227,7 +227,7 @@ func (p *benchPublisher) PublishEvent(ev api.Event) {
 
 // incidents is what went wrong on the way, for the report and for an
 // error: the transport's and the brokers' warnings.
-func (d *benchDoor) incidents() []string {
+func (d *door) incidents() []string {
 	var out []string
 	for _, c := range tallied {
 		for _, s := range d.logs.summary(c.component) {
@@ -237,14 +237,14 @@ func (d *benchDoor) incidents() []string {
 	return out
 }
 
-// benchHaltTap is the transport's Handler (daemon.Options.WrapHandler):
+// haltTap is the transport's Handler (daemon.Options.WrapHandler):
 // the supervisor, with the moment each halt reaches it noted. The lanes
 // latch a halt first thing in Submit, so that moment is when the halt
 // latched, give or take the microsecond Latch takes. It is a diagnostic
 // only an in-process bench can have — it splits a halt's round trip into
 // the way in and the way back — and costs the transport's goroutine one
 // comparison per request.
-type benchHaltTap struct {
+type haltTap struct {
 	mqtt.Handler
 	shed      mqtt.Shedder // the supervisor's, handed on
 	mu        sync.Mutex
@@ -252,14 +252,14 @@ type benchHaltTap struct {
 	submitted atomic.Uint64        // every request handed on
 }
 
-func newHaltTap(h mqtt.Handler) *benchHaltTap {
-	t := &benchHaltTap{Handler: h, at: map[string]time.Time{}}
+func newHaltTap(h mqtt.Handler) *haltTap {
+	t := &haltTap{Handler: h, at: map[string]time.Time{}}
 	t.shed, _ = h.(mqtt.Shedder)
 	return t
 }
 
 // Submit notes a halt's arrival, then hands every request on.
-func (t *benchHaltTap) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+func (t *haltTap) Submit(name string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
 	t.submitted.Add(1)
 	if derr == nil && req.Op == api.OpHalt {
 		now := time.Now()
@@ -267,15 +267,15 @@ func (t *benchHaltTap) Submit(agent string, req api.Request, derr *api.Error, re
 		t.at[req.ID] = now
 		t.mu.Unlock()
 	}
-	t.Handler.Submit(agent, req, derr, received, reply)
+	t.Handler.Submit(name, req, derr, received, reply)
 }
 
 // Shed hands the transport's question on to the supervisor, which refuses
 // a flooding agent's requests before they are decoded.
-func (t *benchHaltTap) Shed(agent string) bool { return t.shed != nil && t.shed.Shed(agent) }
+func (t *haltTap) Shed(name string) bool { return t.shed != nil && t.shed.Shed(name) }
 
 // latched returns (and forgets) when the halt with this id reached Submit.
-func (t *benchHaltTap) latched(id string) (time.Time, bool) {
+func (t *haltTap) latched(id string) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	at, ok := t.at[id]
@@ -291,14 +291,14 @@ const (
 	readyAgent  = "ready-probe"
 )
 
-// benchDoorConfig is the bench's configuration: the defaults (agents'
+// doorConfig is the bench's configuration: the defaults (agents'
 // lanes included: 1000 requests/s, burst 200, queue 32) except for what a
 // bench needs — one sim servo per name with no slew, an in-memory world,
 // long leases, room for every agent, sagas that can carry a long run, no
 // HTTP listener, and the broker: url, or (url "") the embedded one on a
 // free loopback port, its logins under dir. Each actuator's name is also
 // an agent of agents.allow, as are halterAgent and readyAgent.
-func benchDoorConfig(device, dir, url string, actuators []string) (*config.Config, error) {
+func doorConfig(device, dir, url string, actuators []string) (*config.Config, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "device: %s\n", device)
 	fmt.Fprintf(&b, "journal:\n  dir: %s\n  durability: every-step\n", strconv.Quote(filepath.Join(dir, "journal")))
@@ -321,8 +321,8 @@ func benchDoorConfig(device, dir, url string, actuators []string) (*config.Confi
 	fmt.Fprintf(&b, "sim:\n  world: \"\"\n")
 	fmt.Fprintf(&b, "actuators:\n")
 	for _, name := range actuators {
-		// The driver timeout is wall time: see benchDriverTimeout.
-		fmt.Fprintf(&b, "  %s: {kind: servo, driver: sim, sim: {slew: 0}, min: -90, max: 90, timeout: %s}\n", name, benchDriverTimeout)
+		// The driver timeout is wall time: see driverTimeout.
+		fmt.Fprintf(&b, "  %s: {kind: servo, driver: sim, sim: {slew: 0}, min: -90, max: 90, timeout: %s}\n", name, driverTimeout)
 	}
 	cfg, err := config.Parse([]byte(b.String()), "bench.yaml")
 	if err != nil {
@@ -335,10 +335,10 @@ func benchDoorConfig(device, dir, url string, actuators []string) (*config.Confi
 	return cfg, nil
 }
 
-// startBenchDoor starts the daemon — with the embedded broker unless url
+// startDoor starts the daemon — with the embedded broker unless url
 // names an external one — its journal and logins in dir, and waits until
 // the retained status says online and ready.
-func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err error) {
+func startDoor(dir, url string, actuators []string) (_ *door, err error) {
 	var rnd [6]byte
 	var tok [32]byte // a token as long as config validation demands
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -350,11 +350,11 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 	// A device of its own per run: on a shared broker nothing else hears
 	// the bench, and the bench hears nothing left by an earlier run.
 	device := "bench-" + hex.EncodeToString(rnd[:])
-	cfg, err := benchDoorConfig(device, dir, url, actuators)
+	cfg, err := doorConfig(device, dir, url, actuators)
 	if err != nil {
 		return nil, err
 	}
-	d := &benchDoor{cfg: cfg, url: url, topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: device},
+	d := &door{cfg: cfg, url: url, topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: device},
 		token: hex.EncodeToString(tok[:]), clientPrefix: device, logs: newLogTally()}
 	cfg.HTTP.ResetToken = config.Secret(d.token)
 	defer func() {
@@ -365,11 +365,11 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 	if url != "" {
 		// Fail fast on a broker that is not there: the transport would
 		// keep retrying in the background.
-		c, err := benchConnect(url, login{clientID: d.clientPrefix + "-probe"})
+		c, err := connect(url, login{clientID: d.clientPrefix + "-probe"})
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
-		benchDisconnect(c)
+		disconnect(c)
 	}
 	d.daemon, err = daemon.Start(daemon.Options{Config: cfg, Logger: d.logs.logger(""), NoHTTP: true,
 		JournalFS: slowSyncFS{delay: &d.syncDelay},
@@ -378,7 +378,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 			return d.tap
 		},
 		WrapPublisher: func(p supervisor.Publisher) supervisor.Publisher {
-			d.pub = &benchPublisher{Publisher: p}
+			d.pub = &publisher{Publisher: p}
 			return d.pub
 		}})
 	if err != nil {
@@ -420,7 +420,7 @@ func startBenchDoor(dir, url string, actuators []string) (_ *benchDoor, err erro
 // itself, but beside the embedded one a bare broker of its own (anonymous,
 // no ACL, the same packet limit, in this process), since the embedded
 // broker's ACL lets agents speak only to the supervisor. stop closes it.
-func (d *benchDoor) echoBroker() (url string, stop func(), err error) {
+func (d *door) echoBroker() (url string, stop func(), err error) {
 	if d.broker == nil {
 		return d.url, func() {}, nil
 	}
@@ -438,15 +438,15 @@ func (d *benchDoor) echoBroker() (url string, stop func(), err error) {
 // are unwound), then the transport, the drivers and the broker. On an
 // external broker it also clears the transport's persistent sessions, so
 // that no queue of messages for them is left behind.
-func (d *benchDoor) close() error {
+func (d *door) close() error {
 	if d.daemon == nil {
 		return nil
 	}
 	err := d.daemon.Close()
 	if d.broker == nil {
 		for _, id := range []string{d.cfg.MQTT.ClientID, d.cfg.MQTT.ClientID + mqtt.EstopSuffix} {
-			if c, err := benchConnect(d.url, login{clientID: id}); err == nil { // clean session
-				benchDisconnect(c)
+			if c, err := connect(d.url, login{clientID: id}); err == nil { // clean session
+				disconnect(c)
 			}
 		}
 	}
@@ -456,7 +456,7 @@ func (d *benchDoor) close() error {
 // metric sums the supervisor's metric name over the series whose labels
 // include every pair in match: a counter's value, or a histogram's sample
 // count (sum false) or sum of samples (sum true).
-func (d *benchDoor) metric(name string, match map[string]string, sum bool) (float64, error) {
+func (d *door) metric(name string, match map[string]string, sum bool) (float64, error) {
 	var total float64
 	for _, f := range d.daemon.Sup.Registry().Gather() {
 		if f.Desc.Name != name {
@@ -487,7 +487,7 @@ func (d *benchDoor) metric(name string, match map[string]string, sum bool) (floa
 
 // journalStats is how many journal batches (each one pwrite and one
 // fdatasync) and records the supervisor's journal has written.
-func (d *benchDoor) journalStats() (batches, records float64, err error) {
+func (d *door) journalStats() (batches, records float64, err error) {
 	if batches, err = d.metric("saga_journal_fsync_seconds", nil, false); err != nil {
 		return 0, 0, err
 	}
