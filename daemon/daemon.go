@@ -28,6 +28,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
+	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
 // Options configure Start.
@@ -39,9 +40,19 @@ type Options struct {
 	// NoHTTP leaves the HTTP endpoints off whatever http.listen says.
 	NoHTTP bool
 	// WrapHandler and WrapPublisher, if set, stand between the transport
-	// and the supervisor (the bench taps them to time halts).
+	// and the supervisor: WrapHandler is given the supervisor as the
+	// transport's Handler, WrapPublisher the transport as the supervisor's
+	// Publisher, and what they return is used instead. `bench mqtt` taps
+	// them to time halts and to note the largest event. A Handler wrapper
+	// must also forward mqtt.Shedder (the supervisor implements it), or
+	// the transport decodes every request of an agent over its rate.
 	WrapHandler   func(mqtt.Handler) mqtt.Handler
 	WrapPublisher func(supervisor.Publisher) supervisor.Publisher
+	// JournalFS, if set, is the file system the journal is opened on
+	// (wal.Options.FS) instead of the operating system's. `bench mqtt`
+	// gives one whose fsync it can slow down, to measure lease expiries
+	// on a slow disk; a robot leaves it nil.
+	JournalFS wal.FS
 	// Progress, if set, is called as crash recovery moves on
 	// (supervisor.Options.Progress).
 	Progress func()
@@ -138,6 +149,9 @@ func Start(opt Options) (_ *Daemon, err error) {
 	d.Built.Options.Publisher = pub
 	d.Built.Options.Progress = opt.Progress
 	d.Built.Options.WAL.AcceptLoss = opt.AcceptJournalLoss
+	if opt.JournalFS != nil {
+		d.Built.Options.WAL.FS = opt.JournalFS
+	}
 	// The broker link is a safety input: while either connection is down
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.

@@ -1,14 +1,23 @@
 package daemon
 
 import (
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
+	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
 func testConfig(t *testing.T) *config.Config {
@@ -94,5 +103,106 @@ func TestBusyPortsFailStart(t *testing.T) {
 	if d, err := Start(Options{Config: cfg}); err == nil {
 		d.Close()
 		t.Fatal("the embedded broker on a busy port started")
+	}
+}
+
+// countingFS is the operating system's file system, counting the files the
+// journal opens.
+type countingFS struct {
+	wal.OSFS
+	opened atomic.Int64
+}
+
+func (f *countingFS) OpenFile(name string, flag int, perm fs.FileMode) (wal.File, error) {
+	f.opened.Add(1)
+	return f.OSFS.OpenFile(name, flag, perm)
+}
+
+// countingHandler counts the requests the transport hands the supervisor.
+type countingHandler struct {
+	mqtt.Handler
+	submitted atomic.Int64
+}
+
+func (h *countingHandler) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+	h.submitted.Add(1)
+	h.Handler.Submit(agent, req, derr, received, reply)
+}
+
+// countingPublisher counts the statuses the supervisor publishes.
+type countingPublisher struct {
+	supervisor.Publisher
+	statuses atomic.Int64
+}
+
+func (p *countingPublisher) SetStatus(st api.Status) {
+	p.statuses.Add(1)
+	p.Publisher.SetStatus(st)
+}
+
+// The hooks stand where Options says: the journal is opened on JournalFS,
+// WrapPublisher is given the transport and the supervisor publishes
+// through what it returns, WrapHandler is given the supervisor and an
+// agent's request reaches it through what it returns.
+func TestHooks(t *testing.T) {
+	cfg := testConfig(t)
+	jfs := &countingFS{}
+	var h *countingHandler
+	var p *countingPublisher
+	d, err := Start(Options{Config: cfg, NoHTTP: true, JournalFS: jfs,
+		WrapHandler: func(in mqtt.Handler) mqtt.Handler {
+			h = &countingHandler{Handler: in}
+			return h
+		},
+		WrapPublisher: func(in supervisor.Publisher) supervisor.Publisher {
+			p = &countingPublisher{Publisher: in}
+			return p
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if jfs.opened.Load() == 0 {
+		t.Error("the journal opened no file on JournalFS")
+	}
+	if h == nil || h.Handler != mqtt.Handler(d.Sup) {
+		t.Fatalf("WrapHandler was not given the supervisor: %v", h)
+	}
+	if p == nil || p.Publisher != supervisor.Publisher(d.Transport) {
+		t.Fatalf("WrapPublisher was not given the transport: %v", p)
+	}
+	if p.statuses.Load() == 0 {
+		t.Error("the supervisor published no status through WrapPublisher's publisher")
+	}
+
+	// The demo's agent, logged in with the password the daemon wrote.
+	pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID("planner").
+		SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("agent connect: %v", tok.Error())
+	}
+	defer c.Disconnect(50)
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	replied := make(chan struct{}, 1)
+	if tok := c.Subscribe(topics.Reply("planner"), 1, func(paho.Client, paho.Message) {
+		select {
+		case replied <- struct{}{}:
+		default:
+		}
+	}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	c.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"1","agent":"planner","op":"status"}`)
+	select {
+	case <-replied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply to a status request")
+	}
+	if h.submitted.Load() == 0 {
+		t.Error("the request did not pass through WrapHandler's handler")
 	}
 }

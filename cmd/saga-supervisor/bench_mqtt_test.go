@@ -10,7 +10,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/embedded"
 )
 
-// TestBenchMQTT runs bench --mqtt with tiny sample counts, once on its
+// TestBenchMQTT runs bench mqtt with tiny sample counts, once on its
 // embedded broker as text and once as JSON against a broker started here
 // (the --broker path, without needing mosquitto), and checks the shape of
 // what it reports and that it leaves nothing behind. Like TestBench it
@@ -20,9 +20,9 @@ func TestBenchMQTT(t *testing.T) {
 	dir := t.TempDir()
 	small := []string{"--n", "10", "--halts", "2", "--agents", "3", "--agents-time", "100ms", "--expiries", "2", "--dir", dir}
 
-	out, code := run(t, append([]string{"bench", "--mqtt"}, small...)...)
+	out, code := run(t, append([]string{"bench", "mqtt"}, small...)...)
 	if code != 0 {
-		t.Fatalf("bench --mqtt exited %d:\n%s", code, out)
+		t.Fatalf("bench mqtt exited %d:\n%s", code, out)
 	}
 	rest := out
 	for _, want := range []string{
@@ -52,7 +52,7 @@ func TestBenchMQTT(t *testing.T) {
 	} {
 		i := strings.Index(rest, want)
 		if i < 0 {
-			t.Fatalf("bench --mqtt output lacks %q (in order):\n%s", want, out)
+			t.Fatalf("bench mqtt output lacks %q (in order):\n%s", want, out)
 		}
 		rest = rest[i+len(want):]
 	}
@@ -63,13 +63,13 @@ func TestBenchMQTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broker.Close()
-	out, code = run(t, append([]string{"bench", "--json", "--broker", broker.URL()}, small...)...)
+	out, code = run(t, append([]string{"bench", "mqtt", "--json", "--broker", broker.URL()}, small...)...)
 	if code != 0 {
-		t.Fatalf("bench --broker %s --json exited %d:\n%s", broker.URL(), code, out)
+		t.Fatalf("bench mqtt --broker %s --json exited %d:\n%s", broker.URL(), code, out)
 	}
 	var res bench.FrontDoorResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("bench --mqtt --json is not one JSON object: %v\n%s", err, out)
+		t.Fatalf("bench mqtt --json is not one JSON object: %v\n%s", err, out)
 	}
 	if res.Broker != broker.URL() || res.BrokerKind != "external" {
 		t.Errorf("broker %q (%s), want %s (external)", res.Broker, res.BrokerKind, broker.URL())
@@ -114,7 +114,7 @@ func TestBenchMQTT(t *testing.T) {
 	}
 	assertEmptyDir(t, dir)
 
-	if out, code := run(t, "bench", "--mqtt", "--halts", "0", "--dir", dir); code != 2 {
-		t.Errorf("bench --mqtt --halts 0 exited %d, want 2:\n%s", code, out)
+	if out, code := run(t, "bench", "mqtt", "--halts", "0", "--dir", dir); code != 2 {
+		t.Errorf("bench mqtt --halts 0 exited %d, want 2:\n%s", code, out)
 	}
 }

@@ -49,7 +49,7 @@ func init() {
 		{name: "journal", args: "export --wal DIR [...]", help: "print the journal's records as JSON lines (--format jsonl; --from/--to SEQ, --since/--until RFC3339); exit 0 intact, 1 broken (records up to the break printed), 2 unreadable", run: journaltool.Journal},
 		{name: "replay", args: "--wal DIR [--config FILE]", help: "replay a journal's commands through the gate and limits of a config (--from/--to, --json, --expect/--write-expect FILE); exit 0 same, 1 differs, 2 bad input", run: journalreplay.Run},
 		{name: "recover", args: "--wal DIR --world FILE", help: "take over a journal and finish every open saga on the simulated arm", run: journaltool.Recover},
-		{name: "bench", args: "[--dir DIR] [--n N]", help: "measure what durability costs on this disk: journal, group commit, engine step, gate and recovery against the fsync floor (--mqtt: the MQTT front door; --rss: the daemon's resident memory; --journal: restart-to-ready with checkpoints, junk's journal bytes per hour)", run: bench.Run},
+		{name: "bench", args: "[BENCH] [flags]", help: "measure on this machine (bench BENCH -h): disk, the default, what durability costs on this disk — journal, group commit, engine step, gate and recovery against the fsync floor; mqtt the MQTT front door; rss the daemon's resident memory; journal restart-to-ready with checkpoints, junk's journal bytes per hour", run: bench.Run},
 		{name: "version", args: "[--json]", help: "print the version, commit, commit date and Go version this binary was built with", run: runVersion},
 		{name: "demo-child", hidden: true, run: demo.Child},
 		{name: "demo-controller", hidden: true, run: demo.Controller},

@@ -32,7 +32,7 @@ const (
 	rssAfter      = 20 * time.Second
 )
 
-// TestRSSBackNearIdleAfterAFlood runs bench --rss on a plain build (the
+// TestRSSBackNearIdleAfterAFlood runs bench rss on a plain build (the
 // race detector's shadow memory would be most of what is measured): the
 // daemon's embedded broker is flooded for 5 s — 8 clients publishing as
 // fast as acknowledged, 64 more connections, a subscriber that never reads
@@ -50,16 +50,16 @@ func TestRSSBackNearIdleAfterAFlood(t *testing.T) {
 	if d := os.Getenv("SAGA_TEST_RSS_DAEMON"); d != "" {
 		daemon = d
 	}
-	cmd := exec.Command(bin, "bench", "--rss", "--json", "--daemon", daemon, "--dir", t.TempDir(),
+	cmd := exec.Command(bin, "bench", "rss", "--json", "--daemon", daemon, "--dir", t.TempDir(),
 		"--settle", "3s", "--flood-time", "5s", "--after", rssAfter.String())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("bench --rss: %v\n%s", err, stderr.String())
+		t.Fatalf("bench rss: %v\n%s", err, stderr.String())
 	}
 	var res bench.RSSResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.Daemons) != 1 {
-		t.Fatalf("bench --rss --json: %v\n%s", err, stdout.String())
+		t.Fatalf("bench rss --json: %v\n%s", err, stdout.String())
 	}
 	d := res.Daemons[0]
 	back := d.At(rssAfter)
@@ -105,14 +105,17 @@ func TestMemoryMetrics(t *testing.T) {
 	}
 }
 
-// bench --rss refuses flags that do not go together, before measuring.
+// bench rss refuses flags that do not go together, before measuring, as
+// its deprecated form --rss does; --daemon is no flag of another bench.
 func TestBenchRSSFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--daemon", binary},
+		{"disk", "--daemon", binary},
 		{"--rss", "--mqtt"},
+		{"rss", "--after", "0s"},
 		{"--rss", "--after", "0s"},
-		{"--rss", "--daemon", t.TempDir()},
-		{"--rss", "--daemon", filepath.Join(t.TempDir(), "none")},
+		{"rss", "--daemon", t.TempDir()},
+		{"rss", "--daemon", filepath.Join(t.TempDir(), "none")},
 	} {
 		if out, code := run(t, append([]string{"bench"}, args...)...); code != 2 {
 			t.Errorf("bench %v: exit %d, want 2:\n%s", args, code, out)

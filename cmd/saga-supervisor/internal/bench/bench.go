@@ -1,8 +1,10 @@
-// Package bench is `saga-supervisor bench`: on the robot's own computer,
-// what durability costs on this disk (journal, group commit, engine step,
-// gate and recovery against the fsync floor); with --mqtt, what the MQTT
-// front door adds (round trips beside the bare broker's echo, halt latency
-// under a flood, durable steps/s of many agents); with --rss, the daemon's
+// Package bench is `saga-supervisor bench`, measurements on the robot's own
+// computer: disk (the default), what durability costs on this disk
+// (journal, group commit, engine step, gate and recovery against the fsync
+// floor); journal, the journal over a robot's lifetime (restart-to-ready,
+// junk's bytes per hour, checkpoints); mqtt, what the MQTT front door adds
+// (round trips beside the bare broker's echo, halt latency under a flood,
+// durable steps/s of many agents, lease expiries); rss, the daemon's
 // resident memory idle, under a flood and after it.
 package bench
 
@@ -10,17 +12,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -46,27 +45,27 @@ import (
 // one step that takes the actuator), so the figures compare with `make bench`.
 
 const (
-	benchRecordSize    = 200    // bytes of payload per journal record, as in the benchmarks
-	benchAppendWarmup  = 20     // untimed appends before journal append is timed
-	benchGroupWarmup   = 5      // untimed appends per goroutine before group commit is timed
-	benchRecoveryRuns  = 5      // recovery.Open runs; the median is reported
-	benchRecoveryTotal = 10_000 // records in the journal recovery opens
-	benchSagaSteps     = 4      // steps per saga in that journal: BEGIN, 4×(INTENT, APPLIED), COMMIT
-	benchRefusalValue  = 1000   // over the bench actuator's Max of 90: refused with LIMIT_MAX
+	recordSize        = 200    // bytes of payload per journal record, as in the benchmarks
+	appendWarmup      = 20     // untimed appends before journal append is timed
+	groupWarmup       = 5      // untimed appends per goroutine before group commit is timed
+	recoveryRuns      = 5      // recovery.Open runs; the median is reported
+	recoveryTotal     = 10_000 // records in the journal recovery opens
+	recoverySagaSteps = 4      // steps per saga in that journal: BEGIN, 4×(INTENT, APPLIED), COMMIT
+	refusalValue      = 1000   // over the bench actuator's Max of 90: refused with LIMIT_MAX
 
-	// benchDriverTimeout bounds the sim servo's Set, which answers at once.
+	// driverTimeout bounds the sim servo's Set, which answers at once.
 	// It is far above actuators.DefaultTimeout because the timeout is wall
 	// time: on a loaded machine a thread descheduled for half a second
 	// (seen on a 2-core VM running a build) would turn a sample into an
 	// in-doubt step and an unwind, and end the bench. Such a stall shows in
 	// p99 instead.
-	benchDriverTimeout = 10 * time.Second
+	driverTimeout = 10 * time.Second
 )
 
-// benchRow is one measurement. Ratios are nil where they mean nothing (no
+// diskRow is one measurement. Ratios are nil where they mean nothing (no
 // fsync is waited for). For the recovery row P50 is the median and P99 the
 // slowest of its runs (nearest-rank p99 of 5 samples is the maximum).
-type benchRow struct {
+type diskRow struct {
 	Name      string   `json:"name"`
 	Samples   int      `json:"samples"`
 	P50       int64    `json:"p50_ns"`
@@ -84,174 +83,14 @@ type benchRow struct {
 	Note             string   `json:"note,omitempty"`
 }
 
-type benchResult struct {
-	Dir         string     `json:"dir"`
-	Disk        string     `json:"disk,omitempty"`
-	Warning     string     `json:"warning,omitempty"`
-	N           int        `json:"n"`
-	RecordBytes int        `json:"record_bytes"`
-	Rows        []benchRow `json:"rows"`
-	TookNs      int64      `json:"took_ns"`
-}
-
-// Run is `saga-supervisor bench`.
-func Run(args []string, w io.Writer) (err error) {
-	fs := cli.NewFlags("bench")
-	dirFlag := fs.String("dir", "", "measure on the disk holding this existing directory; bench works in a new subdirectory and removes it (default: "+os.TempDir()+")")
-	n := fs.Int("n", 2000, "samples per measurement")
-	asJSON := fs.Bool("json", false, "print the results as one JSON object")
-	mqttFlag := fs.Bool("mqtt", false, "measure the front door instead: MQTT round trips beside the bare broker's echo and the local step, halt latency under a flood, durable steps/s of many agents (the supervisor runs in this process)")
-	broker := fs.String("broker", "", "with --mqtt: an external broker's URL, e.g. tcp://127.0.0.1:1883 (implies --mqtt; default: the embedded broker)")
-	halts := fs.Int("halts", 200, "with --mqtt: halt samples quiet, and as many under the flood")
-	agents := fs.Int("agents", 64, "with --mqtt: agents stepping at once for durable steps/s")
-	expiries := fs.Int("expiries", 20, "with --mqtt: lease expiries measured quiet, as many while 8 agents step durably, and as many again with every journal fsync slowed by --slow-fsync")
-	slowFsync := fs.Duration("slow-fsync", 5*time.Millisecond, "with --mqtt: the delay added to every journal fsync in the last expiry condition, a slow SD card's (0: leave that condition out)")
-	agentsTime := fs.Duration("agents-time", 2*time.Second, "with --mqtt: length of each of the four rounds of durable steps/s (two through MQTT, two in-process)")
-	floodRate := fs.Float64("flood-rate", 4000, "with --mqtt: requests/s the flooding agent offers (0: as fast as its client takes them)")
-	journalFlag := fs.Bool("journal", false, "measure the journal over a robot's lifetime instead: restart-to-ready at --records records with and without checkpoints, journal bytes per hour under junk floods at the default rate limit, and the durable step with the checkpointer off and on")
-	recordsFlag := fs.String("records", "10000,100000,1000000", "with --journal: the journal sizes restart-to-ready is measured at")
-	junkTime := fs.Duration("junk-time", 3*time.Second, "with --journal: the length of each junk flood")
-	rssFlag := fs.Bool("rss", false, "measure the daemon's resident memory instead: idle, at the peak of a flood through its embedded broker, and after the flood (the daemon runs as a process of its own; Linux)")
-	var daemons stringsFlag
-	fs.Var(&daemons, "daemon", "with --rss: a saga-supervisor binary to measure (repeat to compare builds side by side; default: this one)")
-	settle := fs.Duration("settle", rssDefaultSettle, "with --rss: the wait after the daemon is ready before idle is read")
-	floodTime := fs.Duration("flood-time", rssDefaultFlood, "with --rss: the flood's length")
-	after := fs.Duration("after", rssDefaultAfter, "with --rss: how long the daemon is watched after the flood")
-	haltTopic := fs.String("halt-topic", "estop", "with --mqtt: where the halts are published: estop (the agent's e-stop topic, read on the supervisor's own connection for it, as client.Halt does) or cmd (its command topic)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return cli.Exit(2, "%v", err)
-	}
-	if fs.NArg() > 0 {
-		return cli.Exit(2, "unexpected argument %q", fs.Arg(0))
-	}
-	if *n < 1 {
-		return cli.Exit(2, "--n must be at least 1")
-	}
-	if *broker != "" {
-		*mqttFlag = true
-	}
-	var sizes []uint64
-	if *journalFlag {
-		if *mqttFlag || *rssFlag {
-			return cli.Exit(2, "--journal, --mqtt and --rss are different benches: one at a time")
-		}
-		if sizes, err = parseSizes(*recordsFlag); err != nil {
-			return cli.Exit(2, "%v", err)
-		}
-		if *junkTime <= 0 {
-			return cli.Exit(2, "--junk-time must be positive")
-		}
-	}
-	if *rssFlag {
-		switch {
-		case *mqttFlag:
-			return cli.Exit(2, "--rss and --mqtt are two different benches: one at a time")
-		case *settle < 0 || *floodTime <= 0 || *after < time.Second:
-			return cli.Exit(2, "--settle must be 0 or more, --flood-time positive and --after at least 1s")
-		}
-		if len(daemons) == 0 {
-			self, err := os.Executable()
-			if err != nil {
-				return cli.Exit(2, "--rss: this binary's path: %v (name one with --daemon)", err)
-			}
-			daemons = append(daemons, self)
-		}
-		for i, d := range daemons {
-			abs, err := filepath.Abs(d)
-			if err != nil {
-				return cli.Exit(2, "--daemon %s: %v", d, err)
-			}
-			if st, err := os.Stat(abs); err != nil || st.IsDir() {
-				return cli.Exit(2, "--daemon %s: %s", d, cli.ErrOr(err, "a directory"))
-			}
-			daemons[i] = abs
-		}
-	} else if len(daemons) > 0 {
-		return cli.Exit(2, "--daemon goes with --rss")
-	}
-	if *mqttFlag {
-		switch {
-		case *halts < 1:
-			return cli.Exit(2, "--halts must be at least 1")
-		case *agents < 1 || *agents > 1000:
-			return cli.Exit(2, "--agents must be 1..1000")
-		case *agentsTime <= 0:
-			return cli.Exit(2, "--agents-time must be positive")
-		case !(*floodRate >= 0):
-			return cli.Exit(2, "--flood-rate must be 0 or more")
-		case *haltTopic != "estop" && *haltTopic != "cmd":
-			return cli.Exit(2, "--halt-topic must be estop or cmd")
-		}
-	}
-	parent := *dirFlag
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	if st, err := os.Stat(parent); err != nil || !st.IsDir() {
-		return cli.Exit(2, "cannot measure in %s: %v", parent, cli.ErrOr(err, "not a directory"))
-	}
-	dir, err := os.MkdirTemp(parent, "saga-bench-")
-	if err != nil {
-		return cli.Exit(2, "cannot measure in %s: %v", parent, err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("removing %s: %w", dir, rerr))
-		}
-	}()
-
-	// The first SIGINT or SIGTERM stops after the sample in progress so that
-	// the directory is removed; a second one ends the process at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			signal.Stop(sigs)
-			fmt.Fprintf(os.Stderr, "\n%v: stopping after the current sample and removing %s (again to quit at once)\n", s, dir)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
-	fstype, disk := diskOf(dir)
-	var warning string
-	if fstype == "tmpfs" || fstype == "ramfs" {
-		// Debian 13 and others mount /tmp in memory: fsync costs nothing
-		// there, and every figure would flatter the journal.
-		warning = fmt.Sprintf("%s is in memory (%s): fsync costs nothing there; measure with --dir on the disk the journal will live on", dir, fstype)
-	}
-	prog := newProgress()
-	defer prog("")
-	start := time.Now()
-	if *rssFlag {
-		res := &RSSResult{Dir: dir, SettleNs: int64(*settle), FloodNs: int64(*floodTime), AfterNs: int64(*after),
-			FloodClients: rssFloodClients, FloodWindow: rssFloodWindow, FloodBigBytes: rssBigBytes, FloodBigEvery: rssBigEvery, IdleClients: rssIdleClients}
-		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureRSS(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printRSS(w, res) })
-	}
-	if *journalFlag {
-		res := &JournalResult{Dir: dir, Disk: disk, Warning: warning}
-		opt := journalOptions{sizes: sizes, junkTime: *junkTime, n: *n}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureJournal(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printJournal(w, res) })
-	}
-	if *mqttFlag {
-		res := &FrontDoorResult{Dir: dir, Disk: disk, Warning: warning, N: *n, Halts: *halts}
-		opt := frontDoorOptions{broker: *broker, n: *n, halts: *halts, expiries: *expiries, slowFsync: *slowFsync, agents: *agents, agentsTime: *agentsTime, floodRate: *floodRate, haltTopic: *haltTopic}
-		return report(ctx, w, *asJSON, start, prog, func() error { return measureFrontDoor(ctx, res, opt, prog) },
-			&res.TookNs, res, func() { printFrontDoor(w, res) })
-	}
-	res := &benchResult{Dir: dir, Disk: disk, Warning: warning, N: *n, RecordBytes: benchRecordSize}
-	return report(ctx, w, *asJSON, start, nil, func() error { return measureAll(ctx, res, prog) },
-		&res.TookNs, res, func() { printBench(w, res) })
+type diskResult struct {
+	Dir         string    `json:"dir"`
+	Disk        string    `json:"disk,omitempty"`
+	Warning     string    `json:"warning,omitempty"`
+	N           int       `json:"n"`
+	RecordBytes int       `json:"record_bytes"`
+	Rows        []diskRow `json:"rows"`
+	TookNs      int64     `json:"took_ns"`
 }
 
 // report runs a measurement and prints its result, as one JSON object or
@@ -280,16 +119,16 @@ func report(ctx context.Context, w io.Writer, asJSON bool, start time.Time, prog
 
 // measureAll runs every measurement in order, each journal in its own
 // subdirectory of res.Dir, removed when it is done.
-func measureAll(ctx context.Context, res *benchResult, prog func(string)) error {
+func measureAll(ctx context.Context, res *diskResult, prog func(string)) error {
 	n := res.N
-	payload := make([]byte, benchRecordSize)
+	payload := make([]byte, recordSize)
 	for i := range payload {
 		payload[i] = byte(i) | 1
 	}
 	sub := func(name string) string { return filepath.Join(res.Dir, name) }
 
 	prog("fsync floor")
-	floor, err := latency.Floor(res.Dir, n, benchRecordSize)
+	floor, err := latency.Floor(res.Dir, n, recordSize)
 	if err != nil {
 		return fmt.Errorf("fsync floor: %w", err)
 	}
@@ -297,8 +136,8 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 		return err
 	}
 	floorP50 := floor.Percentile(0.5)
-	row := func(name string, s latency.Samples, ratios bool) benchRow {
-		r := benchRow{Name: name, Samples: len(s), P50: int64(s.Percentile(0.5)), P99: int64(s.Percentile(0.99))}
+	row := func(name string, s latency.Samples, ratios bool) diskRow {
+		r := diskRow{Name: name, Samples: len(s), P50: int64(s.Percentile(0.5)), P99: int64(s.Percentile(0.99))}
 		if ratios && floorP50 > 0 {
 			p50 := float64(r.P50) / float64(floorP50)
 			p99 := float64(r.P99) / float64(floorP50)
@@ -309,7 +148,7 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	res.Rows = append(res.Rows, row("fsync floor", floor, true))
 
 	prog("journal append")
-	lat, fsyncs, err := benchAppend(ctx, sub("append"), n, payload)
+	lat, fsyncs, err := measureAppend(ctx, sub("append"), n, payload)
 	if err != nil {
 		return fmt.Errorf("journal append: %w", err)
 	}
@@ -320,7 +159,7 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	for _, g := range []int{16, 64} {
 		name := fmt.Sprintf("group commit %d", g)
 		prog(name)
-		lat, perSec, perFsync, err := benchGroup(ctx, sub(fmt.Sprintf("group%d", g)), g, n, payload)
+		lat, perSec, perFsync, err := measureGroup(ctx, sub(fmt.Sprintf("group%d", g)), g, n, payload)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -330,7 +169,7 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	}
 
 	prog("engine step every-step")
-	lat, fsyncs, _, err = benchSteps(ctx, sub("every-step"), rollback.EveryStep, n, false)
+	lat, fsyncs, _, err = measureSteps(ctx, sub("every-step"), rollback.EveryStep, n, false)
 	if err != nil {
 		return fmt.Errorf("engine step every-step: %w", err)
 	}
@@ -339,7 +178,7 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	res.Rows = append(res.Rows, r)
 
 	prog("engine step first-touch, gate (refusal)")
-	lat, fsyncsFT, gate, err := benchSteps(ctx, sub("first-touch"), rollback.FirstTouch, n, true)
+	lat, fsyncsFT, gate, err := measureSteps(ctx, sub("first-touch"), rollback.FirstTouch, n, true)
 	if err != nil {
 		return fmt.Errorf("engine step first-touch: %w", err)
 	}
@@ -352,7 +191,7 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	res.Rows = append(res.Rows, r)
 
 	prog("recovery 10k records")
-	rec, err := benchRecovery(ctx, sub("recovery"))
+	rec, err := measureRecovery(ctx, sub("recovery"))
 	if err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
@@ -360,15 +199,15 @@ func measureAll(ctx context.Context, res *benchResult, prog func(string)) error 
 	return nil
 }
 
-// benchAppend times n durable Appends on a fresh journal.
-func benchAppend(ctx context.Context, dir string, n int, payload []byte) (latency.Samples, float64, error) {
+// measureAppend times n durable Appends on a fresh journal.
+func measureAppend(ctx context.Context, dir string, n int, payload []byte) (latency.Samples, float64, error) {
 	log, err := wal.Open(dir, wal.Options{})
 	if err != nil {
 		return nil, 0, err
 	}
 	defer os.RemoveAll(dir)
 	defer log.Close()
-	for range benchAppendWarmup {
+	for range appendWarmup {
 		if _, err := log.Append(1, payload); err != nil {
 			return nil, 0, err
 		}
@@ -391,10 +230,10 @@ func benchAppend(ctx context.Context, dir string, n int, payload []byte) (latenc
 	return lat, float64(st.Batches-st0.Batches) / float64(n), log.Close()
 }
 
-// benchGroup times n durable Appends shared among g goroutines appending at
+// measureGroup times n durable Appends shared among g goroutines appending at
 // once, and returns the records per second over the wall time and the
 // records per batch (fsync).
-func benchGroup(ctx context.Context, dir string, g, n int, payload []byte) (latency.Samples, float64, float64, error) {
+func measureGroup(ctx context.Context, dir string, g, n int, payload []byte) (latency.Samples, float64, float64, error) {
 	log, err := wal.Open(dir, wal.Options{})
 	if err != nil {
 		return nil, 0, 0, err
@@ -416,7 +255,7 @@ func benchGroup(ctx context.Context, dir string, g, n int, payload []byte) (late
 			// Warm up untimed, so that what is timed is the steady state
 			// of g appenders, not goroutine start-up.
 			var err error
-			for range benchGroupWarmup {
+			for range groupWarmup {
 				if _, err = log.Append(1, payload); err != nil {
 					break
 				}
@@ -459,15 +298,15 @@ func benchGroup(ctx context.Context, dir string, g, n int, payload []byte) (late
 	return all, perSec, perFsync, log.Close()
 }
 
-// benchOwner owns every saga of the bench.
-var benchOwner = rollback.Owner{Agent: "bench", Lease: "bench", Epoch: 1}
+// owner owns every saga of the bench.
+var owner = rollback.Owner{Agent: "bench", Lease: "bench", Epoch: 1}
 
-// benchRegistry is one in-memory sim servo, "base", that reaches any angle
+// registry is one in-memory sim servo, "base", that reaches any angle
 // at once, limited to [-90, 90].
-func benchRegistry() (*actuators.Registry, *sim.World, error) { return benchServos("base") }
+func registry() (*actuators.Registry, *sim.World, error) { return servos("base") }
 
-// benchServos is benchRegistry with one such servo per name.
-func benchServos(names ...string) (*actuators.Registry, *sim.World, error) {
+// servos is registry with one such servo per name.
+func servos(names ...string) (*actuators.Registry, *sim.World, error) {
 	world := sim.NewMemoryWorld()
 	list := make([]*actuators.Actuator, 0, len(names))
 	for _, name := range names {
@@ -476,7 +315,7 @@ func benchServos(names ...string) (*actuators.Registry, *sim.World, error) {
 			Kind:    actuators.Servo,
 			Limits:  limits.Spec{Min: -90, Max: 90},
 			Safe:    actuators.SafePolicy{Mode: actuators.SafeHold},
-			Timeout: benchDriverTimeout,
+			Timeout: driverTimeout,
 			Driver:  world.Servo(name, 0, 0),
 		})
 	}
@@ -488,8 +327,8 @@ func benchServos(names ...string) (*actuators.Registry, *sim.World, error) {
 	return reg, world, nil
 }
 
-// benchIDs returns n distinct command ids, made before timing starts.
-func benchIDs(prefix string, n int) []string {
+// commandIDs returns n distinct command ids, made before timing starts.
+func commandIDs(prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = prefix + strconv.Itoa(i)
@@ -497,11 +336,11 @@ func benchIDs(prefix string, n int) []string {
 	return ids
 }
 
-// benchStepper is an engine with durability d on a fresh journal over the
+// stepper is an engine with durability d on a fresh journal over the
 // sim servo "base", with one saga open whose untimed first step has taken
 // the actuator: what a timed engine step is measured on. The saga may carry
 // maxCmds commands.
-type benchStepper struct {
+type stepper struct {
 	e     *rollback.Engine
 	log   *wal.Log
 	world *sim.World
@@ -509,8 +348,8 @@ type benchStepper struct {
 	saga  uint64
 }
 
-func newBenchStepper(dir string, d rollback.Durability, maxCmds int) (_ *benchStepper, err error) {
-	reg, world, err := benchRegistry()
+func newStepper(dir string, d rollback.Durability, maxCmds int) (_ *stepper, err error) {
+	reg, world, err := registry()
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +358,7 @@ func newBenchStepper(dir string, d rollback.Durability, maxCmds int) (_ *benchSt
 		world.Close()
 		return nil, err
 	}
-	st := &benchStepper{log: log, world: world, dir: dir}
+	st := &stepper{log: log, world: world, dir: dir}
 	defer func() {
 		if err != nil {
 			st.close()
@@ -528,24 +367,24 @@ func newBenchStepper(dir string, d rollback.Durability, maxCmds int) (_ *benchSt
 	if st.e, err = rollback.New(rollback.Config{Journal: log, Actuators: reg, Durability: d, MaxSagaCommands: maxCmds}); err != nil {
 		return nil, err
 	}
-	if st.saga, err = st.e.Begin(benchOwner); err != nil {
+	if st.saga, err = st.e.Begin(owner); err != nil {
 		return nil, err
 	}
-	if _, err := st.e.Step(st.saga, benchOwner, rollback.Command{ID: "take", Actuator: "base", Value: 1}); err != nil {
+	if _, err := st.e.Step(st.saga, owner, rollback.Command{ID: "take", Actuator: "base", Value: 1}); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
 // step is one engine step on the stepper's saga.
-func (st *benchStepper) step(id string, value float64) error {
-	_, err := st.e.Step(st.saga, benchOwner, rollback.Command{ID: id, Actuator: "base", Value: value})
+func (st *stepper) step(id string, value float64) error {
+	_, err := st.e.Step(st.saga, owner, rollback.Command{ID: id, Actuator: "base", Value: value})
 	return err
 }
 
 // commitAndClose commits the saga and closes the journal.
-func (st *benchStepper) commitAndClose() error {
-	if err := st.e.Commit(st.saga, benchOwner); err != nil {
+func (st *stepper) commitAndClose() error {
+	if err := st.e.Commit(st.saga, owner); err != nil {
 		st.close()
 		return err
 	}
@@ -553,25 +392,25 @@ func (st *benchStepper) commitAndClose() error {
 }
 
 // close closes the journal and the world and removes the directory.
-func (st *benchStepper) close() error {
+func (st *stepper) close() error {
 	err := st.log.Close()
 	st.world.Close()
 	return errors.Join(err, os.RemoveAll(st.dir))
 }
 
-// benchSteps opens an engine with durability d on a fresh journal, begins
+// measureSteps opens an engine with durability d on a fresh journal, begins
 // one saga, takes the actuator with an untimed first step and times n
 // steps (values cycling 0..4). With refusals it then times n steps the gate
 // refuses (LIMIT_MAX) in the same saga. It returns the journal batches
 // (fsyncs) per timed step.
-func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, refusals bool) (steps latency.Samples, fsyncs float64, refused latency.Samples, err error) {
+func measureSteps(ctx context.Context, dir string, d rollback.Durability, n int, refusals bool) (steps latency.Samples, fsyncs float64, refused latency.Samples, err error) {
 	// One saga carries every timed step and refusal: allow it that many.
-	st, err := newBenchStepper(dir, d, 2*n+1)
+	st, err := newStepper(dir, d, 2*n+1)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	e, log, saga := st.e, st.log, st.saga
-	ids := benchIDs("s", n)
+	ids := commandIDs("s", n)
 	st0 := log.Stats()
 	steps = make(latency.Samples, 0, n)
 	for i := range n {
@@ -581,7 +420,7 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 		}
 		cmd := rollback.Command{ID: ids[i], Actuator: "base", Value: float64(i % 5)}
 		t0 := time.Now()
-		_, err := e.Step(saga, benchOwner, cmd)
+		_, err := e.Step(saga, owner, cmd)
 		dt := time.Since(t0)
 		if err != nil {
 			st.close()
@@ -598,7 +437,7 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 			st.close()
 			return nil, 0, nil, err
 		}
-		ids := benchIDs("r", n)
+		ids := commandIDs("r", n)
 		want := rollback.LimitCode(limits.LimitMax)
 		refused = make(latency.Samples, 0, n)
 		for i := range n {
@@ -606,9 +445,9 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 				st.close()
 				return nil, 0, nil, err
 			}
-			cmd := rollback.Command{ID: ids[i], Actuator: "base", Value: benchRefusalValue}
+			cmd := rollback.Command{ID: ids[i], Actuator: "base", Value: refusalValue}
 			t0 := time.Now()
-			_, err := e.Step(saga, benchOwner, cmd)
+			_, err := e.Step(saga, owner, cmd)
 			dt := time.Since(t0)
 			if rollback.CodeOf(err) != want {
 				st.close()
@@ -620,17 +459,17 @@ func benchSteps(ctx context.Context, dir string, d rollback.Durability, n int, r
 	return steps, fsyncs, refused, st.commitAndClose()
 }
 
-// benchRecovery writes a journal of benchRecoveryTotal engine records —
-// committed sagas of benchSagaSteps steps, through the engine — closes it,
-// and times recovery.Open on it benchRecoveryRuns times. Each run locks the
+// measureRecovery writes a journal of recoveryTotal engine records —
+// committed sagas of recoverySagaSteps steps, through the engine — closes it,
+// and times recovery.Open on it recoveryRuns times. Each run locks the
 // directory, verifies the whole chain, replays every record into a new
 // engine and journals (and syncs) its RECOVERY records, so the journal grows
 // by a few records a run. The journal is in the page cache, as after a
 // restart of the process; after a power cut it is read from the disk too.
-func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
-	row := benchRow{Name: "recovery 10k records", Samples: benchRecoveryRuns}
+func measureRecovery(ctx context.Context, dir string) (diskRow, error) {
+	row := diskRow{Name: "recovery 10k records", Samples: recoveryRuns}
 	defer os.RemoveAll(dir)
-	reg, world, err := benchRegistry()
+	reg, world, err := registry()
 	if err != nil {
 		return row, err
 	}
@@ -647,21 +486,21 @@ func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
 	if err != nil {
 		return row, err
 	}
-	for i := 0; log.LastSeq() < benchRecoveryTotal; i++ {
+	for i := 0; log.LastSeq() < recoveryTotal; i++ {
 		if err := ctx.Err(); err != nil {
 			return row, err
 		}
-		saga, err := e.Begin(benchOwner)
+		saga, err := e.Begin(owner)
 		if err != nil {
 			return row, err
 		}
-		for s := range benchSagaSteps {
-			cmd := rollback.Command{ID: strconv.Itoa(s), Actuator: "base", Value: float64((i*benchSagaSteps + s) % 5)}
-			if _, err := e.Step(saga, benchOwner, cmd); err != nil {
+		for s := range recoverySagaSteps {
+			cmd := rollback.Command{ID: strconv.Itoa(s), Actuator: "base", Value: float64((i*recoverySagaSteps + s) % 5)}
+			if _, err := e.Step(saga, owner, cmd); err != nil {
 				return row, err
 			}
 		}
-		if err := e.Commit(saga, benchOwner); err != nil {
+		if err := e.Commit(saga, owner); err != nil {
 			return row, err
 		}
 	}
@@ -685,7 +524,7 @@ func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
 
 	// Time it.
 	var took latency.Samples
-	for run := range benchRecoveryRuns {
+	for run := range recoveryRuns {
 		if err := ctx.Err(); err != nil {
 			return row, err
 		}
@@ -709,26 +548,26 @@ func benchRecovery(ctx context.Context, dir string) (benchRow, error) {
 	}
 	row.P50 = int64(took.Percentile(0.5))
 	row.P99 = int64(took.Percentile(0.99))
-	row.Note = fmt.Sprintf("median of %d runs", benchRecoveryRuns)
+	row.Note = fmt.Sprintf("median of %d runs", recoveryRuns)
 	return row, nil
 }
 
 // printBench writes the results as an aligned table.
-func printBench(w io.Writer, res *benchResult) {
+func printBench(w io.Writer, res *diskResult) {
 	writeWhere(w, res.Dir, res.Disk, res.Warning)
 	fmt.Fprintf(w, "n=%d samples a row, %d-byte records; ratios are p50 and p99 over the fsync floor's p50\n\n", res.N, res.RecordBytes)
 	writeTable(w, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "\tp50\tp99\tp50/floor\tp99/floor\tother")
 		for _, r := range res.Rows {
-			p50, p99 := benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.P99))
+			p50, p99 := fmtDur(time.Duration(r.P50)), fmtDur(time.Duration(r.P99))
 			var other []string
 			switch {
 			case r.RecordsPerSec > 0:
-				other = append(other, fmt.Sprintf("%s records/s, %.1f records/fsync", benchCount(r.RecordsPerSec), r.RecordsPerFsync))
+				other = append(other, fmt.Sprintf("%s records/s, %.1f records/fsync", fmtCount(r.RecordsPerSec), r.RecordsPerFsync))
 			case r.Records > 0:
 				p99 = "max " + p99
 				other = append(other, fmt.Sprintf("%s; %d records, %s journal (%s preallocated)",
-					r.Note, r.Records, benchBytes(float64(r.JournalBytes)), benchBytes(float64(r.JournalFileBytes))))
+					r.Note, r.Records, fmtBytes(float64(r.JournalBytes)), fmtBytes(float64(r.JournalFileBytes))))
 			default:
 				if r.FsyncsPerOp != nil {
 					other = append(other, fmt.Sprintf("%.2f fsyncs/op", *r.FsyncsPerOp))
@@ -737,7 +576,7 @@ func printBench(w io.Writer, res *benchResult) {
 					other = append(other, r.Note)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, p50, p99, benchRatio(r.P50xFloor), benchRatio(r.P99xFloor), strings.Join(other, "; "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, p50, p99, fmtRatio(r.P50xFloor), fmtRatio(r.P99xFloor), strings.Join(other, "; "))
 		}
 	})
 	fmt.Fprintf(w, "\nfirst-touch and the gate wait for no fsync, so their ratios are \"-\"; recovery locks, verifies the\n")
@@ -768,9 +607,9 @@ func writeTable(w io.Writer, fill func(tw *tabwriter.Writer)) {
 	}
 }
 
-// benchDur formats a duration readably: ns below 1 µs, µs with one decimal
+// fmtDur formats a duration readably: ns below 1 µs, µs with one decimal
 // below 1 ms, then ms, then s.
-func benchDur(d time.Duration) string {
+func fmtDur(d time.Duration) string {
 	switch {
 	case d < time.Microsecond:
 		return fmt.Sprintf("%dns", d.Nanoseconds())
@@ -784,14 +623,14 @@ func benchDur(d time.Duration) string {
 	return fmt.Sprintf("%.2fs", d.Seconds())
 }
 
-func benchRatio(r *float64) string {
+func fmtRatio(r *float64) string {
 	if r == nil {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", *r)
 }
 
-func benchCount(v float64) string {
+func fmtCount(v float64) string {
 	switch {
 	case v >= 1e6:
 		return fmt.Sprintf("%.2fM", v/1e6)
@@ -801,7 +640,7 @@ func benchCount(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-func benchBytes(v float64) string {
+func fmtBytes(v float64) string {
 	switch {
 	case v >= 1e6:
 		return fmt.Sprintf("%.1f MB", v/1e6)

@@ -22,12 +22,12 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// The journal over a robot's lifetime (`bench --journal`): how long a
+// The journal over a robot's lifetime (`bench journal`): how long a
 // restart takes to get ready as the journal grows, with and without
 // checkpoints; how many bytes an hour junk traffic costs the journal at the
 // default rate limit; and what keeping checkpoints costs a step.
 
-// JournalResult is what `bench --journal` measured.
+// JournalResult is what `bench journal` measured.
 type JournalResult struct {
 	Dir     string       `json:"dir"`
 	Disk    string       `json:"disk,omitempty"`
@@ -81,7 +81,7 @@ type journalOptions struct {
 func measureJournal(ctx context.Context, res *JournalResult, opt journalOptions, prog func(string)) error {
 	for _, size := range opt.sizes {
 		prog(fmt.Sprintf("restart, %d records", size))
-		rows, err := benchRestart(ctx, filepath.Join(res.Dir, "restart-"+strconv.FormatUint(size, 10)), size)
+		rows, err := measureRestart(ctx, filepath.Join(res.Dir, "restart-"+strconv.FormatUint(size, 10)), size)
 		if err != nil {
 			return fmt.Errorf("restart at %d records: %w", size, err)
 		}
@@ -89,14 +89,14 @@ func measureJournal(ctx context.Context, res *JournalResult, opt journalOptions,
 	}
 	for _, kind := range junkKinds {
 		prog("junk flood: " + kind.name)
-		row, err := benchJunk(ctx, filepath.Join(res.Dir, "junk"), kind, opt.junkTime)
+		row, err := measureJunk(ctx, filepath.Join(res.Dir, "junk"), kind, opt.junkTime)
 		if err != nil {
 			return fmt.Errorf("junk flood %s: %w", kind.name, err)
 		}
 		res.Junk = append(res.Junk, row)
 	}
 	prog("step with and without checkpoints")
-	rows, err := benchStepCheckpoints(ctx, filepath.Join(res.Dir, "step"), opt.n)
+	rows, err := measureStepCheckpoints(ctx, filepath.Join(res.Dir, "step"), opt.n)
 	if err != nil {
 		return fmt.Errorf("step with checkpoints: %w", err)
 	}
@@ -108,14 +108,14 @@ func measureJournal(ctx context.Context, res *JournalResult, opt journalOptions,
 // checkpoint at worst (about): the default checkpoint_records.
 const restartTail = recovery.DefaultCheckpointRecords
 
-// benchRestart writes a journal of size records (committed sagas of two
+// measureRestart writes a journal of size records (committed sagas of two
 // steps, encoded as the engine encodes them, written in large batches so
 // that a million take seconds) and times recovery.Open on it: with no
 // checkpoint, with the checkpoint a clean stop leaves, and with that
 // checkpoint restartTail records back, as after a crash.
-func benchRestart(ctx context.Context, dir string, size uint64) ([]RestartRow, error) {
+func measureRestart(ctx context.Context, dir string, size uint64) ([]RestartRow, error) {
 	defer os.RemoveAll(dir)
-	reg, world, err := benchRegistry()
+	reg, world, err := registry()
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +145,10 @@ func benchRestart(ctx context.Context, dir string, size uint64) ([]RestartRow, e
 			s := nextSaga
 			nextSaga++
 			recs := []rollback.Record{
-				{Type: rollback.RecBegin, Saga: s, Agent: benchOwner.Agent, Lease: benchOwner.Lease, Epoch: benchOwner.Epoch},
-				{Type: rollback.RecIntent, Saga: s, Step: 1, Actuator: "base", Target: 1, Prior: 0, Requested: 1, Lease: benchOwner.Lease, Epoch: benchOwner.Epoch, CmdID: "a", Flags: rollback.FlagFirstTouch},
+				{Type: rollback.RecBegin, Saga: s, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch},
+				{Type: rollback.RecIntent, Saga: s, Step: 1, Actuator: "base", Target: 1, Prior: 0, Requested: 1, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "a", Flags: rollback.FlagFirstTouch},
 				{Type: rollback.RecApplied, Saga: s, Step: 1},
-				{Type: rollback.RecIntent, Saga: s, Step: 2, Actuator: "base", Target: 0, Prior: 1, Requested: 0, Lease: benchOwner.Lease, Epoch: benchOwner.Epoch, CmdID: "b"},
+				{Type: rollback.RecIntent, Saga: s, Step: 2, Actuator: "base", Target: 0, Prior: 1, Requested: 0, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "b"},
 				{Type: rollback.RecApplied, Saga: s, Step: 2},
 				{Type: rollback.RecCommit, Saga: s},
 			}
@@ -249,12 +249,12 @@ var junkKinds = []junkKind{
 
 func decodeJunk(s string) (api.Request, *api.Error) { return api.DecodeRequest([]byte(s), 8192) }
 
-// benchJunk runs the supervisor on the embedded default config (anonymous
+// measureJunk runs the supervisor on the embedded default config (anonymous
 // agents, its default rate limit: 1000 requests/s per agent, burst 200) in
 // this process and has one agent submit junk of one kind as fast as its
 // replies come back for d; the journal's frame bytes written meanwhile,
 // scaled to an hour, are what such an agent costs the disk.
-func benchJunk(ctx context.Context, dir string, kind junkKind, d time.Duration) (JunkRow, error) {
+func measureJunk(ctx context.Context, dir string, kind junkKind, d time.Duration) (JunkRow, error) {
 	row := JunkRow{Kind: kind.name}
 	defer os.RemoveAll(dir)
 	cfg := config.Default()
@@ -316,13 +316,13 @@ func benchJunk(ctx context.Context, dir string, kind junkKind, d time.Duration) 
 	return row, nil
 }
 
-// benchStepCheckpoints times durable steps on an engine recovery opened,
+// measureStepCheckpoints times durable steps on an engine recovery opened,
 // with no checkpointer and with one catching up every 10 ms and
 // checkpointing every 256 records (far more often than the default, so its
 // cost shows), in alternating rounds so that both see the same disk.
-func benchStepCheckpoints(ctx context.Context, dir string, n int) ([]StepRow, error) {
+func measureStepCheckpoints(ctx context.Context, dir string, n int) ([]StepRow, error) {
 	defer os.RemoveAll(dir)
-	reg, world, err := benchRegistry()
+	reg, world, err := registry()
 	if err != nil {
 		return nil, err
 	}
@@ -337,15 +337,15 @@ func benchStepCheckpoints(ctx context.Context, dir string, n int) ([]StepRow, er
 	samples := make([]latency.Samples, len(conds))
 	written := make([]uint64, len(conds))
 	const rounds = 3
-	for round := range rounds {
+	for pass := range rounds {
 		for c, cond := range conds {
 			r, err := recovery.Open(recovery.Options{Dir: dir, Engine: rollback.Config{Actuators: reg}, Checkpoint: cond.ck})
 			if err != nil {
 				return nil, err
 			}
 			before := r.Log.Stats().Checkpoints
-			ids := benchIDs(fmt.Sprintf("r%dc%d-", round, c), n/rounds+1)
-			saga, err := r.Engine.Begin(benchOwner)
+			ids := commandIDs(fmt.Sprintf("r%dc%d-", pass, c), n/rounds+1)
+			saga, err := r.Engine.Begin(owner)
 			if err != nil {
 				r.Close()
 				return nil, err
@@ -356,24 +356,24 @@ func benchStepCheckpoints(ctx context.Context, dir string, n int) ([]StepRow, er
 					return nil, err
 				}
 				t0 := time.Now()
-				_, err := r.Engine.Step(saga, benchOwner, rollback.Command{ID: id, Actuator: "base", Value: float64(i % 5)})
+				_, err := r.Engine.Step(saga, owner, rollback.Command{ID: id, Actuator: "base", Value: float64(i % 5)})
 				samples[c] = append(samples[c], time.Since(t0))
 				if err != nil {
 					r.Close()
 					return nil, err
 				}
 				if i%200 == 199 { // sagas of bounded length
-					if err := r.Engine.Commit(saga, benchOwner); err != nil {
+					if err := r.Engine.Commit(saga, owner); err != nil {
 						r.Close()
 						return nil, err
 					}
-					if saga, err = r.Engine.Begin(benchOwner); err != nil {
+					if saga, err = r.Engine.Begin(owner); err != nil {
 						r.Close()
 						return nil, err
 					}
 				}
 			}
-			r.Engine.Commit(saga, benchOwner)
+			r.Engine.Commit(saga, owner)
 			written[c] += r.Log.Stats().Checkpoints - before
 			if err := r.Close(); err != nil {
 				return nil, err
@@ -402,15 +402,15 @@ func printJournal(w io.Writer, res *JournalResult) {
 			} else if base > 0 {
 				ratio = fmt.Sprintf("%.3f", float64(r.P50)/float64(base))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", benchCount(float64(r.Records)), r.Start, r.Replayed,
-				benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.Max)), ratio)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", fmtCount(float64(r.Records)), r.Start, r.Replayed,
+				fmtDur(time.Duration(r.P50)), fmtDur(time.Duration(r.Max)), ratio)
 		}
 	})
 	fmt.Fprintln(w, "\njunk from one agent at the default rate limit (1000/s, burst 200), as fast as replies come")
 	table(func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "junk\tsent\trecords/s\tjournal bytes/hour")
 		for _, r := range res.Junk {
-			fmt.Fprintf(tw, "%s\t%d in %.1fs\t%.1f\t%s\n", r.Kind, r.Sent, r.Seconds, r.RecordsPerS, benchBytes(r.BytesPerHr))
+			fmt.Fprintf(tw, "%s\t%d in %.1fs\t%.1f\t%s\n", r.Kind, r.Sent, r.Seconds, r.RecordsPerS, fmtBytes(r.BytesPerHr))
 		}
 	})
 	fmt.Fprintln(w, "\ndurable step (every-step) with the checkpointer off and on, rounds alternated")
@@ -424,7 +424,7 @@ func printJournal(w io.Writer, res *JournalResult) {
 			} else if base > 0 {
 				ratio = fmt.Sprintf("%.2f", float64(r.P50)/float64(base))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\n", r.Checkpoints, r.Samples, benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.P99)), ratio, r.Written)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\n", r.Checkpoints, r.Samples, fmtDur(time.Duration(r.P50)), fmtDur(time.Duration(r.P99)), ratio, r.Written)
 		}
 	})
 	fmt.Fprintf(w, "\nTook %s.\n", time.Duration(res.TookNs).Round(100*time.Millisecond))

@@ -20,38 +20,38 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
-// bench --mqtt measures the front door: what MQTT and the supervisor's
+// bench mqtt measures the front door: what MQTT and the supervisor's
 // lanes add to a durable step, how soon a halt is latched while another
 // agent floods, and how many durable steps 64 agents get through. Every
 // figure is measured beside its baseline in the same run — the bare broker
 // round trip, the engine's own step on the same disk, the quiet halt —
 // because on a shared machine absolute times drift between runs.
 //
-// The supervisor runs in this process, composed as `run` composes it, so
-// broker, supervisor and agents share the machine's cores (with an
-// external broker, the broker has its own process).
+// The supervisor runs in this process, started by daemon.Start as `run`
+// starts it, so broker, supervisor and agents share the machine's cores
+// (with an external broker, the broker has its own process).
 
 // Goals the issue set for the front door; the bench reports whether this
 // run met them and never fails on them.
 const (
-	benchGoalOverheadP50 = 150 * time.Microsecond // step − echo − local step, p50
-	benchGoalOverheadP99 = time.Millisecond       // and p99
-	benchGoalHaltP99     = 10 * time.Millisecond  // halt under flood, p99
+	goalOverheadP50 = 150 * time.Microsecond // step − echo − local step, p50
+	goalOverheadP99 = time.Millisecond       // and p99
+	goalHaltP99     = 10 * time.Millisecond  // halt under flood, p99
 )
 
 const (
-	benchRTTWarmup   = 50                    // untimed samples of each kind first
-	benchSagaRoll    = 10_000                // steps a bench saga carries before it is committed and another begun
-	benchLeaseTTL    = 60 * time.Second      // the longest lease the configuration allows
-	benchFloodWindow = 256                   // the flood's publishes awaiting PUBACK at most
-	benchDrainQuiet  = 30 * time.Millisecond // no flood reply this long: its lane has drained
-	benchRefusedNear = 20 * time.Millisecond // a lane refusal this close before a halt: the flood was being refused
-	// benchHaltTimeout is how long a halt's reply is waited for before the
+	rttWarmup   = 50                    // untimed samples of each kind first
+	sagaRoll    = 10_000                // steps a bench saga carries before it is committed and another begun
+	leaseTTL    = 60 * time.Second      // the longest lease the configuration allows
+	floodWindow = 256                   // the flood's publishes awaiting PUBACK at most
+	drainQuiet  = 30 * time.Millisecond // no flood reply this long: its lane has drained
+	refusedNear = 20 * time.Millisecond // a lane refusal this close before a halt: the flood was being refused
+	// haltTimeout is how long a halt's reply is waited for before the
 	// halt is counted lost: five hundred times the goal.
-	benchHaltTimeout = 5 * time.Second
+	haltTimeout = 5 * time.Second
 )
 
-// frontDoorOptions are the flags of bench --mqtt.
+// frontDoorOptions are the flags of bench mqtt.
 type frontDoorOptions struct {
 	broker     string        // an external broker's URL; "" the embedded broker
 	n          int           // round-trip samples of each kind
@@ -131,7 +131,7 @@ type fdThroughput struct {
 	RecordsPerSync float64 `json:"records_per_fsync"`
 }
 
-// FrontDoorResult is everything bench --mqtt reports (its JSON).
+// FrontDoorResult is everything bench mqtt reports (its JSON).
 type FrontDoorResult struct {
 	Broker      string            `json:"broker"`
 	BrokerKind  string            `json:"broker_kind"`
@@ -185,44 +185,44 @@ type FrontDoorResult struct {
 func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOptions, prog func(string)) (err error) {
 	names := []string{"rtt", "flood", "expiry"}
 	for i := range opt.agents {
-		names = append(names, benchAgentName(i))
+		names = append(names, agentName(i))
 	}
-	for i := range benchExpiryBusy {
-		names = append(names, benchBusyName(i))
+	for i := range expiryBusy {
+		names = append(names, busyName(i))
 	}
 	prog("starting the supervisor")
-	door, err := startBenchDoor(res.Dir, opt.broker, names)
+	d, err := startDoor(res.Dir, opt.broker, names)
 	if err != nil {
 		return err
 	}
-	door.haltTopic, res.HaltTopic = opt.haltTopic, opt.haltTopic
+	d.haltTopic, res.HaltTopic = opt.haltTopic, opt.haltTopic
 	defer func() {
-		res.Incidents = append([]string{}, door.incidents()...) // [] rather than null in JSON
-		door.pub.mu.Lock()
-		res.LargestEvent, res.LargestEventKind, res.LargestEventSteps = door.pub.largest, door.pub.largestKind, door.pub.largestSteps
-		door.pub.mu.Unlock()
-		res.MaxPacket = door.maxPacket
+		res.Incidents = append([]string{}, d.incidents()...) // [] rather than null in JSON
+		d.pub.mu.Lock()
+		res.LargestEvent, res.LargestEventKind, res.LargestEventSteps = d.pub.largest, d.pub.largestKind, d.pub.largestSteps
+		d.pub.mu.Unlock()
+		res.MaxPacket = d.maxPacket
 		if err != nil && len(res.Incidents) > 0 {
 			// Say what the transport and the broker saw: a lost
 			// connection explains a reply that never came.
 			err = fmt.Errorf("%w\nduring the run: %s; largest event %d bytes (%s, %d steps)",
 				err, strings.Join(res.Incidents, "; "), res.LargestEvent, res.LargestEventKind, res.LargestEventSteps)
 		}
-		if cerr := door.close(); cerr != nil {
+		if cerr := d.close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("stopping the supervisor: %w", cerr))
 		}
 	}()
-	res.Broker = door.url
+	res.Broker = d.url
 	res.BrokerKind = "external"
-	if door.broker != nil {
-		res.BrokerKind = "embedded (mochi-mqtt, in this process)"
+	if d.broker != nil {
+		res.BrokerKind = "embedded (mochi-mqtt, in this process), locked: agents log in, the ACL holds"
 	}
-	res.Supervisor = "in this process: supervisor.FromConfig + supervisor.New + transport/mqtt.StartTransport, as `run` composes them"
-	res.Durability = door.cfg.Journal.Durability.String()
-	res.AgentRate, res.AgentBurst, res.AgentQueue = door.cfg.Agents.Rate, door.cfg.Agents.Burst, door.cfg.Agents.Queue
+	res.Supervisor = "in this process, started by daemon.Start as `run` starts it (no HTTP)"
+	res.Durability = d.cfg.Journal.Durability.String()
+	res.AgentRate, res.AgentBurst, res.AgentQueue = d.cfg.Agents.Rate, d.cfg.Agents.Burst, d.cfg.Agents.Queue
 
 	prog("fsync floor")
-	floor, err := latency.Floor(res.Dir, min(res.N, 2000), benchRecordSize)
+	floor, err := latency.Floor(res.Dir, min(res.N, 2000), recordSize)
 	if err != nil {
 		return fmt.Errorf("fsync floor: %w", err)
 	}
@@ -231,29 +231,29 @@ func measureFrontDoor(ctx context.Context, res *FrontDoorResult, opt frontDoorOp
 	}
 
 	prog("round trips: echo, heartbeat, step, local step")
-	if err := benchRoundTrips(ctx, door, res, floor); err != nil {
+	if err := measureRoundTrips(ctx, d, res, floor); err != nil {
 		return fmt.Errorf("round trips: %w", err)
 	}
 	prog("halt latency, quiet and under a flood")
-	if err := benchHalts(ctx, door, res, opt); err != nil {
+	if err := measureHalts(ctx, d, res, opt); err != nil {
 		return fmt.Errorf("halt latency: %w", err)
 	}
 	prog(fmt.Sprintf("durable steps/s with %d agents", opt.agents))
-	if err := benchManyAgents(ctx, door, res, opt); err != nil {
+	if err := measureManyAgents(ctx, d, res, opt); err != nil {
 		return fmt.Errorf("%d agents: %w", opt.agents, err)
 	}
 	if opt.expiries > 0 {
 		prog(fmt.Sprintf("%d lease expiries, quiet, busy and on a slow disk", opt.expiries))
-		if err := benchExpiries(ctx, door, res, opt.expiries, benchExpiryBusy, opt.slowFsync); err != nil {
+		if err := measureExpiries(ctx, d, res, opt.expiries, expiryBusy, opt.slowFsync); err != nil {
 			return fmt.Errorf("lease expiries: %w", err)
 		}
 	}
 	return nil
 }
 
-// benchAgentName names the i-th agent of the many-agents measurement and
+// agentName names the i-th agent of the many-agents measurement and
 // its actuator.
-func benchAgentName(i int) string { return fmt.Sprintf("a%03d", i) }
+func agentName(i int) string { return fmt.Sprintf("a%03d", i) }
 
 // fdRowOf summarises samples; ref, when set, gives the ratio columns.
 func fdRowOf(name string, s latency.Samples, ref *fdRow, note string) fdRow {
@@ -266,25 +266,37 @@ func fdRowOf(name string, s latency.Samples, ref *fdRow, note string) fdRow {
 	return r
 }
 
-// benchRoundTrips times, interleaved sample by sample (the order rotating),
+// measureRoundTrips times, interleaved sample by sample (the order rotating),
 // four round trips: the bare echo through the broker, a heartbeat and a
 // durable step through the supervisor, and the engine's own step on a
 // journal of its own on the same disk.
-func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult, floor latency.Samples) (err error) {
+func measureRoundTrips(ctx context.Context, d *door, res *FrontDoorResult, floor latency.Samples) (err error) {
 	n := res.N
-	base := "saga-bench/" + door.topics.Device + "/echo/"
-	echo, err := newBenchEcho(door.url, door.clientID+"-echo", base+"req", base+"rep")
+	echoURL, stopEcho, err := d.echoBroker()
 	if err != nil {
 		return err
 	}
-	defer echo.close()
-	a, saga, err := door.sagaAgent("rtt", base+"rep")
+	defer stopEcho()
+	base := "saga-bench/" + d.topics.Device + "/echo/"
+	responder, err := newEcho(echoURL, login{clientID: d.clientPrefix + "-echo"}, base+"req", base+"rep")
+	if err != nil {
+		return err
+	}
+	defer responder.close()
+	// The echo's requester, a client of its own: it sends what agent rtt
+	// sends, and takes the echo's replies.
+	er, err := newClient(echoURL, login{clientID: d.clientPrefix + "-echo-req"}, d.topics, "rtt", base+"rep")
+	if err != nil {
+		return fmt.Errorf("echo requester: %w", err)
+	}
+	defer er.close()
+	a, saga, err := d.sagaAgent("rtt")
 	if err != nil {
 		return err
 	}
 	defer a.close()
 	sagaSteps := 0
-	local, err := newBenchStepper(filepath.Join(res.Dir, "local-step"), rollback.EveryStep, n+benchRTTWarmup+1)
+	local, err := newStepper(filepath.Join(res.Dir, "local-step"), rollback.EveryStep, n+rttWarmup+1)
 	if err != nil {
 		return fmt.Errorf("local engine: %w", err)
 	}
@@ -302,18 +314,18 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 			if err != nil {
 				return 0, err
 			}
-			_, d, err := a.send(base+"req", id, b)
-			return d, err
+			_, took, err := er.send(base+"req", id, b)
+			return took, err
 		},
 		func(int) (time.Duration, error) {
-			rep, d, err := a.call(api.Request{Op: api.OpHeartbeat})
+			rep, took, err := a.call(api.Request{Op: api.OpHeartbeat})
 			if err == nil && !rep.OK {
 				err = fmt.Errorf("heartbeat refused: %s %s", rep.Code, rep.Message)
 			}
-			return d, err
+			return took, err
 		},
 		func(i int) (time.Duration, error) {
-			if sagaSteps == benchSagaRoll { // untimed: a saga's size is not what is measured
+			if sagaSteps == sagaRoll { // untimed: a saga's size is not what is measured
 				if _, err := a.must(api.Request{Op: api.OpCommit, Saga: saga}); err != nil {
 					return 0, err
 				}
@@ -322,12 +334,12 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 				}
 				sagaSteps = 0
 			}
-			rep, d, err := a.call(api.Request{Op: api.OpStep, Saga: saga, Actuator: "rtt", Value: value(i)})
+			rep, took, err := a.call(api.Request{Op: api.OpStep, Saga: saga, Actuator: "rtt", Value: value(i)})
 			if err == nil && !rep.OK {
 				err = fmt.Errorf("step refused: %s %s", rep.Code, rep.Message)
 			}
 			sagaSteps++
-			return d, err
+			return took, err
 		},
 		func(i int) (time.Duration, error) {
 			id := "l" + strconv.Itoa(i)
@@ -336,7 +348,7 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 			return time.Since(t0), err
 		},
 	}
-	for i := range benchRTTWarmup {
+	for i := range rttWarmup {
 		for _, k := range kinds {
 			if _, err := k(-1 - i); err != nil {
 				return fmt.Errorf("warm-up: %w", err)
@@ -350,18 +362,22 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		}
 		for j := range kinds {
 			k := (i + j) % len(kinds)
-			d, err := kinds[k](i)
+			took, err := kinds[k](i)
 			if err != nil {
 				return err
 			}
-			samples[k] = append(samples[k], d)
+			samples[k] = append(samples[k], took)
 		}
 	}
 	if _, err := a.must(api.Request{Op: api.OpCommit, Saga: saga}); err != nil {
 		return err
 	}
 
-	echoRow := fdRowOf("echo (bare broker, QoS 1 both ways)", samples[0], nil, "another paho client republishes")
+	echoNote := "another paho client republishes"
+	if d.broker != nil {
+		echoNote += ", on a broker of its own"
+	}
+	echoRow := fdRowOf("echo (bare broker, QoS 1 both ways)", samples[0], nil, echoNote)
 	res.RoundTrips = []fdRow{
 		echoRow,
 		fdRowOf("heartbeat (lease only, no journal)", samples[1], &echoRow, "served on the transport's goroutine"),
@@ -372,12 +388,12 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 	o := &res.Overhead
 	o.P50 = res.RoundTrips[2].P50 - echoRow.P50 - res.RoundTrips[3].P50
 	o.P99 = res.RoundTrips[2].P99 - echoRow.P99 - res.RoundTrips[3].P99
-	o.GoalP50, o.GoalP99 = int64(benchGoalOverheadP50), int64(benchGoalOverheadP99)
+	o.GoalP50, o.GoalP99 = int64(goalOverheadP50), int64(goalOverheadP99)
 	o.MetP50, o.MetP99 = o.P50 <= o.GoalP50, o.P99 <= o.GoalP99
 	return nil
 }
 
-// benchHalts times halts sent by one agent, alternating sample by sample
+// measureHalts times halts sent by one agent, alternating sample by sample
 // between a quiet supervisor and one that another agent floods with steps
 // beyond its rate. Each halt is timed from just before its publish to the
 // arrival of its reply — sent only after the halt is latched, so an upper
@@ -385,8 +401,8 @@ func benchRoundTrips(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 // the retained status saying halted:true, what a watcher sees. Each sample
 // is then reset with the operator token, and the status seen ready again,
 // so that every sample is a fresh latch.
-func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt frontDoorOptions) error {
-	h, err := door.agent("halter")
+func measureHalts(ctx context.Context, d *door, res *FrontDoorResult, opt frontDoorOptions) error {
+	h, err := d.agent("halter")
 	if err != nil {
 		return err
 	}
@@ -395,26 +411,26 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 	if err != nil {
 		return err
 	}
-	fa, err := door.agent("flood")
+	fa, err := d.agent("flood")
 	if err != nil {
 		return err
 	}
 	defer fa.close()
-	if err := fa.hello(benchLeaseTTL); err != nil {
+	if err := fa.hello(leaseTTL); err != nil {
 		return err
 	}
-	fl := newBenchFlood(fa, "flood", opt.floodRate, door.tap.submitted.Load)
-	settle := benchFloodSettle(opt.floodRate, door.cfg.Agents.Rate, door.cfg.Agents.Burst)
+	fl := newFlood(fa, "flood", opt.floodRate, d.tap.submitted.Load)
+	settle := floodSettle(opt.floodRate, d.cfg.Agents.Rate, d.cfg.Agents.Burst)
 
-	rl0, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
+	rl0, err := d.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
 	if err != nil {
 		return err
 	}
-	busy0, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeBusy}, false)
+	busy0, err := d.metric("saga_refusals_total", map[string]string{"code": api.CodeBusy}, false)
 	if err != nil {
 		return err
 	}
-	dropped0 := door.tr.Dropped()
+	dropped0 := d.daemon.Transport.Dropped()
 
 	var quietLatch, floodLatch, quietReply, floodReply, quietStatus, floodStatus latency.Samples
 	refusedAtHalt := 0
@@ -433,8 +449,8 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 			}
 			time.Sleep(settle)
 		}
-		refused := flooding && time.Since(fl.lastRefusal()) < benchRefusedNear
-		hs, stale, herr := haltOnce(door, h, sw, i)
+		refused := flooding && time.Since(fl.lastRefusal()) < refusedNear
+		hs, stale, herr := haltOnce(d, h, sw, i)
 		res.StaleHalted += stale
 		if flooding {
 			fl.stop()
@@ -448,13 +464,13 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 			// was only queued has reached the supervisor by now, one that
 			// was dropped on the way never will.
 			time.Sleep(500 * time.Millisecond)
-			if at, ok := door.tap.latched(hs.id); ok {
+			if at, ok := d.tap.latched(hs.id); ok {
 				res.HaltsLate++
 				hs.latched = at.Sub(hs.t0) // its true latch, even if its reply never came
 			} else {
 				res.HaltsDropped++
 			}
-			needReset, _ = door.sup.Engine().Halted()
+			needReset, _ = d.daemon.Sup.Engine().Halted()
 			if flooding {
 				// The halt did not end the flood's saga: close it now,
 				// not at the next halt, which would report every step.
@@ -464,7 +480,7 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 			}
 		}
 		if needReset {
-			if err := resetOnce(h, sw, door.token); err != nil {
+			if err := resetOnce(h, sw, d.token); err != nil {
 				return err
 			}
 		}
@@ -485,17 +501,17 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 	}
 	// The lanes report refusals to the metrics once a TallyEvery.
 	time.Sleep(ingress.DefaultTallyEvery + 200*time.Millisecond)
-	rl1, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
+	rl1, err := d.metric("saga_refusals_total", map[string]string{"code": api.CodeRateLimited}, false)
 	if err != nil {
 		return err
 	}
-	busy1, err := door.metric("saga_refusals_total", map[string]string{"code": api.CodeBusy}, false)
+	busy1, err := d.metric("saga_refusals_total", map[string]string{"code": api.CodeBusy}, false)
 	if err != nil {
 		return err
 	}
 
-	res.HaltTimeoutNs = int64(benchHaltTimeout)
-	res.StaleNotReady = door.staleNotReady.Load()
+	res.HaltTimeoutNs = int64(haltTimeout)
+	res.StaleNotReady = d.staleNotReady.Load()
 	qr := fdRowOf("halt reply, quiet", quietReply, nil, "what the halting agent sees")
 	qs := fdRowOf("status halted:true, quiet", quietStatus, nil, "what a watcher sees")
 	ql := fdRowOf("latched in the supervisor, quiet", quietLatch, nil, "diagnostic: the halt reaching Submit")
@@ -507,11 +523,11 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 		ql,
 		fdRowOf("latched in the supervisor, flood", floodLatch, &ql, "diagnostic: the halt reaching Submit"),
 	}
-	res.HaltGoalP99 = int64(benchGoalHaltP99)
+	res.HaltGoalP99 = int64(goalHaltP99)
 	res.HaltGoalMet = res.Halt[1].P99 <= res.HaltGoalP99
 	f := fl.summary()
 	f.SupRateLimited, f.SupBusy = rl1-rl0, busy1-busy0
-	f.TransportDropped = door.tr.Dropped() - dropped0
+	f.TransportDropped = d.daemon.Transport.Dropped() - dropped0
 	f.RefusalsUnsent = int64(f.SupRateLimited+f.SupBusy) - int64(f.Replies[api.CodeRateLimited]+f.Replies[api.CodeBusy])
 	f.Unaccounted = int64(f.NoReply) - f.RefusalsUnsent
 	f.Samples, f.RefusedAtHalt, f.SettleNs = len(floodReply), refusedAtHalt, int64(settle)
@@ -519,10 +535,10 @@ func benchHalts(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt 
 	return nil
 }
 
-// benchFloodSettle is how long the flood runs before a halt: long enough
+// floodSettle is how long the flood runs before a halt: long enough
 // to spend the burst its lane saved up while it was stopped, twice over,
 // so that the halt meets an agent being refused.
-func benchFloodSettle(offered, rate float64, burst int) time.Duration {
+func floodSettle(offered, rate float64, burst int) time.Duration {
 	const least, most = 50 * time.Millisecond, time.Second
 	if offered <= 0 || offered <= rate {
 		return 100 * time.Millisecond
@@ -531,11 +547,11 @@ func benchFloodSettle(offered, rate float64, burst int) time.Duration {
 	return min(most, max(least, d))
 }
 
-// benchHaltSample is one halt: from its publish to the latch (in the
+// haltSample is one halt: from its publish to the latch (in the
 // supervisor, diagnostic), to its reply, and to the halted status. A halt
-// not answered within benchHaltTimeout is lost: its times are that
+// not answered within haltTimeout is lost: its times are that
 // timeout.
-type benchHaltSample struct {
+type haltSample struct {
 	latched, reply, status time.Duration
 	lost                   bool
 	id                     string
@@ -549,7 +565,7 @@ type benchHaltSample struct {
 // that gives it: a status saying halted that arrives after the reset was
 // seen ready, before this halt was sent, is stale — an older refresh
 // published after the reset's — and is counted, not taken for this one.
-func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch, i int) (s benchHaltSample, stale int, err error) {
+func haltOnce(d *door, h *agent, sw *statusWatch, i int) (s haltSample, stale int, err error) {
 	stale = sw.drain() // the supervisor was seen ready since the last halt
 	id := h.nextID("halt")
 	reason := "bench halt " + strconv.Itoa(i)
@@ -558,12 +574,12 @@ func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch, i int) (s be
 		return s, stale, err
 	}
 	topic := h.topics.EstopAgent(h.name)
-	if door.haltTopic == "cmd" {
+	if d.haltTopic == "cmd" {
 		topic = h.topics.AgentCmd(h.name)
 	}
-	rep, t0, at, err := h.sendAt(topic, id, b, benchHaltTimeout)
+	rep, t0, at, err := h.sendAt(topic, id, b, haltTimeout)
 	if errors.Is(err, errNoAnswer) {
-		return benchHaltSample{latched: benchHaltTimeout, reply: benchHaltTimeout, status: benchHaltTimeout, lost: true, id: id, t0: t0}, stale, nil
+		return haltSample{latched: haltTimeout, reply: haltTimeout, status: haltTimeout, lost: true, id: id, t0: t0}, stale, nil
 	}
 	if err != nil {
 		return s, stale, err
@@ -571,22 +587,22 @@ func haltOnce(door *benchDoor, h *benchAgent, sw *benchStatusWatch, i int) (s be
 	if !rep.OK {
 		return s, stale, fmt.Errorf("halt refused: %s %s", rep.Code, rep.Message)
 	}
-	seen, err := sw.await(benchReplyTimeout, func(st api.Status) bool {
+	seen, err := sw.await(replyTimeout, func(st api.Status) bool {
 		return st.Halted && strings.HasSuffix(st.HaltReason, ": "+reason)
 	})
 	if err != nil {
 		return s, stale, fmt.Errorf("after halt %q: %w", reason, err)
 	}
-	latched, ok := door.tap.latched(id)
+	latched, ok := d.tap.latched(id)
 	if !ok {
 		return s, stale, fmt.Errorf("halt %s was answered but never reached the supervisor's Submit", id)
 	}
-	return benchHaltSample{latched: latched.Sub(t0), reply: at.Sub(t0), status: seen.Sub(t0), id: id, t0: t0}, stale, nil
+	return haltSample{latched: latched.Sub(t0), reply: at.Sub(t0), status: seen.Sub(t0), id: id, t0: t0}, stale, nil
 }
 
 // resetOnce resets the halt with the operator token — retrying while the
 // supervisor is not ready yet — and waits for the status to say ready.
-func resetOnce(h *benchAgent, sw *benchStatusWatch, token string) error {
+func resetOnce(h *agent, sw *statusWatch, token string) error {
 	for try := 0; ; try++ {
 		rep, _, err := h.call(api.Request{Op: api.OpReset, Token: token})
 		if err != nil {
@@ -600,7 +616,7 @@ func resetOnce(h *benchAgent, sw *benchStatusWatch, token string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := sw.await(benchReplyTimeout, func(st api.Status) bool {
+	if _, err := sw.await(replyTimeout, func(st api.Status) bool {
 		return st.State == api.StateOnline && st.Ready && !st.Halted
 	}); err != nil {
 		return fmt.Errorf("after a reset: %w", err)
@@ -608,19 +624,19 @@ func resetOnce(h *benchAgent, sw *benchStatusWatch, token string) error {
 	return nil
 }
 
-// benchManyAgents runs rounds of agents stepping back to back — each its
+// measureManyAgents runs rounds of agents stepping back to back — each its
 // own actuator and saga, waiting for each reply — through the supervisor
 // and, alternating with them, the same on an engine in this process (one
 // goroutine per agent) on a journal of its own on the same disk.
-func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult, opt frontDoorOptions) (err error) {
+func measureManyAgents(ctx context.Context, d *door, res *FrontDoorResult, opt frontDoorOptions) (err error) {
 	k := opt.agents
 	names := make([]string, k)
 	for i := range names {
-		names[i] = benchAgentName(i)
+		names[i] = agentName(i)
 	}
 	// Through the supervisor: connect, hello, begin, and take the actuator
 	// with an untimed first step, a few agents at a time.
-	agents := make([]*benchAgent, k)
+	agents := make([]*agent, k)
 	sagas := make([]uint64, k)
 	defer func() {
 		for _, a := range agents {
@@ -636,7 +652,7 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			a, saga, err := door.sagaAgent(names[i])
+			a, saga, err := d.sagaAgent(names[i])
 			if err != nil {
 				errs[i] = err
 				return
@@ -658,7 +674,7 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 	}
 
 	// In this process: the same, on an engine of its own.
-	reg, world, err := benchServos(names...)
+	reg, world, err := servos(names...)
 	if err != nil {
 		return err
 	}
@@ -706,7 +722,7 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 		}
 		if (r%2 == 0) == (r/2%2 == 0) { // local, mqtt, mqtt, local
 			st0 := log.Stats()
-			n, lat, err := benchRound(k, opt.agentsTime, localStep)
+			n, lat, err := round(k, opt.agentsTime, localStep)
 			if err != nil {
 				return fmt.Errorf("in-process: %w", err)
 			}
@@ -717,15 +733,15 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 			loRecords += float64(st.Records - st0.Records)
 			continue
 		}
-		b0, r0, err := door.journalStats()
+		b0, r0, err := d.journalStats()
 		if err != nil {
 			return err
 		}
-		n, lat, err := benchRound(k, opt.agentsTime, mqttStep)
+		n, lat, err := round(k, opt.agentsTime, mqttStep)
 		if err != nil {
 			return fmt.Errorf("through the supervisor: %w", err)
 		}
-		b1, r1, err := door.journalStats()
+		b1, r1, err := d.journalStats()
 		if err != nil {
 			return err
 		}
@@ -765,10 +781,10 @@ func benchManyAgents(ctx context.Context, door *benchDoor, res *FrontDoorResult,
 	return errors.Join(errs...)
 }
 
-// benchRound starts k workers at once; each calls step(worker, i) back to
+// round starts k workers at once; each calls step(worker, i) back to
 // back for d. It returns the steps that finished within d and their
 // latencies.
-func benchRound(k int, d time.Duration, step func(g, i int) error) (int, latency.Samples, error) {
+func round(k int, d time.Duration, step func(g, i int) error) (int, latency.Samples, error) {
 	start := make(chan struct{})
 	var t0 time.Time
 	lats := make([]latency.Samples, k)
@@ -806,7 +822,7 @@ func benchRound(k int, d time.Duration, step func(g, i int) error) (int, latency
 	return len(all), all, nil
 }
 
-// printFrontDoor writes bench --mqtt's results as tables.
+// printFrontDoor writes bench mqtt's results as tables.
 func printFrontDoor(w io.Writer, res *FrontDoorResult) {
 	fmt.Fprintf(w, "front door over MQTT: broker %s, %s\n", res.Broker, res.BrokerKind)
 	fmt.Fprintf(w, "supervisor %s\n", res.Supervisor)
@@ -825,74 +841,74 @@ func printFrontDoor(w io.Writer, res *FrontDoorResult) {
 	fdTable(w, "p50/echo\tp99/echo", res.RoundTrips)
 	o := res.Overhead
 	fmt.Fprintf(w, "\noverhead = step − echo − local step (percentile by percentile): p50 %s (goal ≤ %s: %s), p99 %s (goal ≤ %s: %s)\n",
-		benchSignedDur(o.P50), benchDur(time.Duration(o.GoalP50)), benchMet(o.MetP50),
-		benchSignedDur(o.P99), benchDur(time.Duration(o.GoalP99)), benchMet(o.MetP99))
+		fmtSignedDur(o.P50), fmtDur(time.Duration(o.GoalP50)), fmtMet(o.MetP50),
+		fmtSignedDur(o.P99), fmtDur(time.Duration(o.GoalP99)), fmtMet(o.MetP99))
 
 	fmt.Fprintf(w, "\n2. halt, from publishing {\"op\":\"halt\"} on %s/<agent> to its reply on reply/<agent> (sent once the halt is latched) and to the\n", res.HaltTopic)
 	fmt.Fprintf(w, "retained status showing halted:true; n=%d each, quiet and flood alternating, reset between samples\n\n", res.Halts)
 	fdTable(w, "p50/quiet\tp99/quiet", res.Halt)
-	fmt.Fprintf(w, "\nhalt reply under the flood, p99 %s (goal ≤ %s: %s)\n", benchDur(time.Duration(res.Halt[1].P99)),
-		benchDur(time.Duration(res.HaltGoalP99)), benchMet(res.HaltGoalMet))
+	fmt.Fprintf(w, "\nhalt reply under the flood, p99 %s (goal ≤ %s: %s)\n", fmtDur(time.Duration(res.Halt[1].P99)),
+		fmtDur(time.Duration(res.HaltGoalP99)), fmtMet(res.HaltGoalMet))
 	if lost := res.HaltsLate + res.HaltsDropped; lost > 0 {
 		fmt.Fprintf(w, "HALTS LOST: %d not answered within %s (counted as %s above): %d reached the supervisor only after the flood\n",
-			lost, benchDur(time.Duration(res.HaltTimeoutNs)), benchDur(time.Duration(res.HaltTimeoutNs)), res.HaltsLate)
+			lost, fmtDur(time.Duration(res.HaltTimeoutNs)), fmtDur(time.Duration(res.HaltTimeoutNs)), res.HaltsLate)
 		fmt.Fprintf(w, "stopped, %d never reached it (dropped on the way; an external broker's log says why)\n", res.HaltsDropped)
 	} else {
-		fmt.Fprintf(w, "every halt was answered (within %s)\n", benchDur(time.Duration(res.HaltTimeoutNs)))
+		fmt.Fprintf(w, "every halt was answered (within %s)\n", fmtDur(time.Duration(res.HaltTimeoutNs)))
 	}
 	f := res.Flood
 	offered := "as fast as the client takes them"
 	if f.OfferedPerSec > 0 {
-		offered = fmt.Sprintf("offered %s/s", benchCount(f.OfferedPerSec))
+		offered = fmt.Sprintf("offered %s/s", fmtCount(f.OfferedPerSec))
 	}
 	fmt.Fprintf(w, "flood: steps pipelined on one saga, %s (%d unacknowledged at most); achieved %s/s over %s of flooding,\n",
-		offered, benchFloodWindow, benchCount(f.AchievedPerSec), benchDur(time.Duration(f.PumpNs)))
+		offered, floodWindow, fmtCount(f.AchievedPerSec), fmtDur(time.Duration(f.PumpNs)))
 	fmt.Fprintf(w, "  %d sent, %s/s served; replies: %s; never answered %d (%.1f%%)\n",
-		f.Sent, benchCount(f.ServedPerSec), benchCodes(f.Replies), f.NoReply, 100*float64(f.NoReply)/float64(max(1, f.Sent)))
+		f.Sent, fmtCount(f.ServedPerSec), fmtCodes(f.Replies), f.NoReply, 100*float64(f.NoReply)/float64(max(1, f.Sent)))
 	fmt.Fprintf(w, "  supervisor counted RATE_LIMITED %.0f, BUSY %.0f: %d refusal replies not received (the lanes drop those of an agent\n",
 		f.SupRateLimited, f.SupBusy, f.RefusalsUnsent)
 	fmt.Fprintf(w, "  flooding faster than they leave); never answered and not so accounted for: %d; transport queue dropped %d\n",
 		f.Unaccounted, f.TransportDropped)
 	fmt.Fprintf(w, "  %d of %d halts met the flood being refused (a lane refusal reached it within %s before the halt; settle %s)\n",
-		f.RefusedAtHalt, f.Samples, benchDur(benchRefusedNear), benchDur(time.Duration(f.SettleNs)))
+		f.RefusedAtHalt, f.Samples, fmtDur(refusedNear), fmtDur(time.Duration(f.SettleNs)))
 
 	if len(res.Throughput) == 2 {
 		mq, lo := res.Throughput[0], res.Throughput[1]
 		fmt.Fprintf(w, "\n3. durable steps/s: %d agents back to back, each its own actuator and saga, waiting for each reply;\n", mq.Agents)
-		fmt.Fprintf(w, "rounds of %s alternating in-process, MQTT, MQTT, in-process\n\n", benchDur(time.Duration(mq.WallNs/2)))
+		fmt.Fprintf(w, "rounds of %s alternating in-process, MQTT, MQTT, in-process\n\n", fmtDur(time.Duration(mq.WallNs/2)))
 		var table strings.Builder
 		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\tsteps/s\tp50\tp99\tfsyncs/step\trecords/fsync")
 		for _, t := range res.Throughput {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.1f\n", t.Name, benchCount(t.StepsPerSec), benchDur(time.Duration(t.P50)),
-				benchDur(time.Duration(t.P99)), t.FsyncsPerStep, t.RecordsPerSync)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.1f\n", t.Name, fmtCount(t.StepsPerSec), fmtDur(time.Duration(t.P50)),
+				fmtDur(time.Duration(t.P99)), t.FsyncsPerStep, t.RecordsPerSync)
 		}
 		tw.Flush()
-		benchTrim(w, table.String())
+		writeTrimmed(w, table.String())
 		if lo.StepsPerSec > 0 {
 			fmt.Fprintf(w, "\nMQTT/in-process: %.2f\n", mq.StepsPerSec/lo.StepsPerSec)
 		}
 	}
 	if len(res.Expiries) > 0 {
 		fmt.Fprintf(w, "\n4. lease expiry: hello (TTL %s), a step of a servo from 0 to 10, one heartbeat, silence; how long after the\n",
-			benchDur(time.Duration(res.Expiries[0].TTL)))
-		fmt.Fprintf(w, "heartbeat's publish + TTL the servo read back 0 (its prior), polled every %s\n\n", benchDur(benchExpiryPoll))
+			fmtDur(time.Duration(res.Expiries[0].TTL)))
+		fmt.Fprintf(w, "heartbeat's publish + TTL the servo read back 0 (its prior), polled every %s\n\n", fmtDur(expiryPoll))
 		var table strings.Builder
 		tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\tn\tp50 late\tmax late\tgoal max\tmet\tbackground steps")
 		for _, e := range res.Expiries {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Name, e.Samples, benchSignedDur(e.P50Late), benchSignedDur(e.MaxLate),
-				benchDur(time.Duration(e.Goal)), benchMet(e.Met), e.BackgroundSteps)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\n", e.Name, e.Samples, fmtSignedDur(e.P50Late), fmtSignedDur(e.MaxLate),
+				fmtDur(time.Duration(e.Goal)), fmtMet(e.Met), e.BackgroundSteps)
 		}
 		tw.Flush()
-		benchTrim(w, table.String())
+		writeTrimmed(w, table.String())
 	}
 	limit := "the broker's own packet limit"
 	if res.MaxPacket > 0 {
-		limit = fmt.Sprintf("the embedded broker's packet limit %s", benchBytes(float64(res.MaxPacket)))
+		limit = fmt.Sprintf("the embedded broker's packet limit %s", fmtBytes(float64(res.MaxPacket)))
 	}
 	fmt.Fprintf(w, "\nlargest event published: %s (%s, a report of %d steps); %s\n",
-		benchBytes(float64(res.LargestEvent)), res.LargestEventKind, res.LargestEventSteps, limit)
+		fmtBytes(float64(res.LargestEvent)), res.LargestEventKind, res.LargestEventSteps, limit)
 	if res.StaleHalted > 0 || res.StaleNotReady > 0 {
 		fmt.Fprintf(w, "stale after reset: %d times the retained status said halted:true again after a reset had been seen ready, with no\n", res.StaleHalted)
 		fmt.Fprintf(w, "halt sent; %d begins refused NOT_READY (retried) after the reset had been answered\n", res.StaleNotReady)
@@ -914,36 +930,36 @@ func fdTable(w io.Writer, ratioHead string, rows []fdRow) {
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\tp50\tp99\tmax\t%s\tnote\n", ratioHead)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, benchDur(time.Duration(r.P50)), benchDur(time.Duration(r.P99)),
-			benchDur(time.Duration(r.Max)), benchRatio(r.P50xRef), benchRatio(r.P99xRef), r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, fmtDur(time.Duration(r.P50)), fmtDur(time.Duration(r.P99)),
+			fmtDur(time.Duration(r.Max)), fmtRatio(r.P50xRef), fmtRatio(r.P99xRef), r.Note)
 	}
 	tw.Flush()
-	benchTrim(w, table.String())
+	writeTrimmed(w, table.String())
 }
 
-// benchTrim writes a tabwriter's output without trailing blanks.
-func benchTrim(w io.Writer, s string) {
+// writeTrimmed writes a tabwriter's output without trailing blanks.
+func writeTrimmed(w io.Writer, s string) {
 	for line := range strings.Lines(s) {
 		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
 	}
 }
 
-func benchSignedDur(ns int64) string {
+func fmtSignedDur(ns int64) string {
 	if ns < 0 {
-		return "−" + benchDur(time.Duration(-ns))
+		return "−" + fmtDur(time.Duration(-ns))
 	}
-	return benchDur(time.Duration(ns))
+	return fmtDur(time.Duration(ns))
 }
 
-func benchMet(ok bool) string {
+func fmtMet(ok bool) string {
 	if ok {
 		return "met"
 	}
 	return "MISSED"
 }
 
-// benchCodes lists reply counts, OK first, then by code.
-func benchCodes(m map[string]uint64) string {
+// fmtCodes lists reply counts, OK first, then by code.
+func fmtCodes(m map[string]uint64) string {
 	var parts []string
 	if n, ok := m["OK"]; ok {
 		parts = append(parts, fmt.Sprintf("OK %d", n))

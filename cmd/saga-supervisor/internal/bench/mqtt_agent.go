@@ -16,25 +16,25 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
-// benchReplyTimeout bounds the wait for any one reply in the front-door
+// replyTimeout bounds the wait for any one reply in the front-door
 // bench. A reply that does not come in this time is an error of the run,
 // not a slow sample: the bench stops and says so.
-const benchReplyTimeout = 10 * time.Second
+const replyTimeout = 10 * time.Second
 
-// benchArrival is a message as it reached a bench client's handler, with
+// arrival is a message as it reached a bench client's handler, with
 // the time it got there.
-type benchArrival struct {
+type arrival struct {
 	rep api.Reply
 	at  time.Time
 }
 
-// benchAgent is one paho connection of the front-door bench speaking MQTT
+// agent is one paho connection of the front-door bench speaking MQTT
 // API v1 raw, as a controller written against docs/API.md would: its own
 // request topic, its reply topic subscribed before it publishes, QoS 1,
 // TCP_NODELAY. A request is timed from just before its publish to the
 // moment its reply reaches the client's message handler (in paho's
 // goroutine, before any channel hand-off to the waiting goroutine).
-type benchAgent struct {
+type agent struct {
 	name   string
 	topics mqtt.Topics
 	c      paho.Client
@@ -46,7 +46,7 @@ type benchAgent struct {
 	epoch uint64
 
 	mu      sync.Mutex
-	waiting map[string]chan benchArrival // by request id
+	waiting map[string]chan arrival // by request id
 	// other receives replies nobody waits for (the flood's); it runs on
 	// paho's goroutine and must be quick.
 	other func(api.Reply, time.Time)
@@ -55,37 +55,46 @@ type benchAgent struct {
 	staleNotReady *atomic.Int64
 }
 
-// benchConnect opens a paho connection to url as clientID with TCP_NODELAY
-// and a clean session, and no reconnecting: a lost connection ends the
-// run with an error rather than skewing it.
-func benchConnect(url, clientID string) (paho.Client, error) {
+// login is how a bench client connects: its client id, and the username
+// and password it logs in with (none if user is "").
+type login struct {
+	clientID, user, password string
+}
+
+// connect opens a paho connection to url as l with TCP_NODELAY and a
+// clean session, and no reconnecting: a lost connection ends the run with
+// an error rather than skewing it.
+func connect(url string, l login) (paho.Client, error) {
 	opts := paho.NewClientOptions().
 		SetDialer(nodelay.Dialer(10 * time.Second)).
 		AddBroker(url).
-		SetClientID(clientID).
+		SetClientID(l.clientID).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectTimeout(10 * time.Second).
 		SetKeepAlive(30 * time.Second).
 		SetOrderMatters(true)
+	if l.user != "" {
+		opts.SetUsername(l.user).SetPassword(l.password)
+	}
 	c := paho.NewClient(opts)
 	tok := c.Connect()
 	if !tok.WaitTimeout(15 * time.Second) {
-		return nil, fmt.Errorf("connecting to %s as %s: timed out", url, clientID)
+		return nil, fmt.Errorf("connecting to %s as %s: timed out", url, l.clientID)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connecting to %s as %s: %w", url, clientID, err)
+		return nil, fmt.Errorf("connecting to %s as %s: %w", url, l.clientID, err)
 	}
 	return c, nil
 }
 
-// benchDisconnect disconnects c cleanly: it waits (briefly) for the
+// disconnect disconnects c cleanly: it waits (briefly) for the
 // DISCONNECT packet to be written, so the broker does not log the closed
 // socket as an error of the run.
-func benchDisconnect(c paho.Client) { c.Disconnect(250) }
+func disconnect(c paho.Client) { c.Disconnect(250) }
 
-// benchSubscribe subscribes c to topic at QoS 1 and waits for the SUBACK.
-func benchSubscribe(c paho.Client, topic string, h paho.MessageHandler) error {
+// subscribe subscribes c to topic at QoS 1 and waits for the SUBACK.
+func subscribe(c paho.Client, topic string, h paho.MessageHandler) error {
 	tok := c.Subscribe(topic, 1, h)
 	if !tok.WaitTimeout(10 * time.Second) {
 		return fmt.Errorf("subscribing to %s: timed out", topic)
@@ -96,27 +105,30 @@ func benchSubscribe(c paho.Client, topic string, h paho.MessageHandler) error {
 	return nil
 }
 
-// newBenchAgent connects agent name (client id clientPrefix-name) and
-// subscribes its reply topic, plus each of extra with the same handler
-// (the echo pinger's echo topic: the echo carries a request's id too).
-func newBenchAgent(url, clientPrefix string, topics mqtt.Topics, name string, extra ...string) (*benchAgent, error) {
-	c, err := benchConnect(url, clientPrefix+"-"+name)
+// newAgent connects agent name as l and subscribes its reply topic.
+func newAgent(url string, l login, topics mqtt.Topics, name string) (*agent, error) {
+	return newClient(url, l, topics, name, topics.Reply(name))
+}
+
+// newClient connects as l a client that sends requests as agent name
+// and takes the answers to them on replies: an agent (its reply topic), or
+// the echo's requester (the echo's reply topic).
+func newClient(url string, l login, topics mqtt.Topics, name, replies string) (*agent, error) {
+	c, err := connect(url, l)
 	if err != nil {
 		return nil, err
 	}
-	a := &benchAgent{name: name, topics: topics, c: c, inst: benchAgentInstances.Add(1), waiting: map[string]chan benchArrival{}}
-	for _, topic := range append([]string{topics.Reply(name)}, extra...) {
-		if err := benchSubscribe(c, topic, a.onMessage); err != nil {
-			benchDisconnect(c)
-			return nil, fmt.Errorf("agent %s: %w", name, err)
-		}
+	a := &agent{name: name, topics: topics, c: c, inst: agentInstances.Add(1), waiting: map[string]chan arrival{}}
+	if err := subscribe(c, replies, a.onMessage); err != nil {
+		disconnect(c)
+		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	return a, nil
 }
 
 // onMessage is the agent's paho handler: it timestamps the message first,
 // then hands it to whoever waits for its id, or to other.
-func (a *benchAgent) onMessage(_ paho.Client, m paho.Message) {
+func (a *agent) onMessage(_ paho.Client, m paho.Message) {
 	at := time.Now()
 	var rep api.Reply
 	if err := json.Unmarshal(m.Payload(), &rep); err != nil {
@@ -130,26 +142,26 @@ func (a *benchAgent) onMessage(_ paho.Client, m paho.Message) {
 	a.mu.Unlock()
 	switch {
 	case ch != nil:
-		ch <- benchArrival{rep: rep, at: at}
+		ch <- arrival{rep: rep, at: at}
 	case other != nil:
 		other(rep, at)
 	}
 }
 
-// benchAgentInstances numbers the bench's agent connections.
-var benchAgentInstances atomic.Uint64
+// agentInstances numbers the bench's agent connections.
+var agentInstances atomic.Uint64
 
 // nextID returns a new request id, unique for this agent across the whole
 // run. An agent name comes back in later rounds (the busy agents of each
 // expiry condition): a hello reusing its earlier id is, by the API, the
 // same hello retried, and was answered with the earlier lease.
-func (a *benchAgent) nextID(kind string) string {
+func (a *agent) nextID(kind string) string {
 	return a.name + "-" + strconv.FormatUint(a.inst, 10) + "-" + kind + strconv.FormatUint(a.seq.Add(1), 10)
 }
 
 // request fills in the agent (and the lease where the op needs one) and
 // encodes req exactly as the API decodes it.
-func (a *benchAgent) request(req api.Request) ([]byte, error) {
+func (a *agent) request(req api.Request) ([]byte, error) {
 	req.Agent = a.name
 	switch req.Op {
 	case api.OpHello, api.OpHalt, api.OpReset, api.OpStatus:
@@ -167,8 +179,8 @@ func (a *benchAgent) request(req api.Request) ([]byte, error) {
 // and waits for the message carrying that id to reach the handler. It
 // returns that message and the time from just before the publish to its
 // arrival.
-func (a *benchAgent) send(topic, id string, payload []byte) (api.Reply, time.Duration, error) {
-	rep, t0, at, err := a.sendAt(topic, id, payload, benchReplyTimeout)
+func (a *agent) send(topic, id string, payload []byte) (api.Reply, time.Duration, error) {
+	rep, t0, at, err := a.sendAt(topic, id, payload, replyTimeout)
 	return rep, at.Sub(t0), err
 }
 
@@ -178,8 +190,8 @@ var errNoAnswer = errors.New("no answer")
 // sendAt is send with its own timeout, returning when the publish began
 // and when the answer arrived. Without an answer the error wraps
 // errNoAnswer.
-func (a *benchAgent) sendAt(topic, id string, payload []byte, timeout time.Duration) (rep api.Reply, t0, at time.Time, err error) {
-	ch := make(chan benchArrival, 1)
+func (a *agent) sendAt(topic, id string, payload []byte, timeout time.Duration) (rep api.Reply, t0, at time.Time, err error) {
+	ch := make(chan arrival, 1)
 	a.mu.Lock()
 	a.waiting[id] = ch
 	a.mu.Unlock()
@@ -200,7 +212,7 @@ func (a *benchAgent) sendAt(topic, id string, payload []byte, timeout time.Durat
 
 // call sends req on the agent's own request topic and returns its reply and
 // round trip.
-func (a *benchAgent) call(req api.Request) (api.Reply, time.Duration, error) {
+func (a *agent) call(req api.Request) (api.Reply, time.Duration, error) {
 	if req.ID == "" {
 		req.ID = a.nextID(string(req.Op))
 	}
@@ -212,7 +224,7 @@ func (a *benchAgent) call(req api.Request) (api.Reply, time.Duration, error) {
 }
 
 // must is call, an error unless the reply is OK.
-func (a *benchAgent) must(req api.Request) (api.Reply, error) {
+func (a *agent) must(req api.Request) (api.Reply, error) {
 	rep, _, err := a.call(req)
 	if err != nil {
 		return rep, err
@@ -224,7 +236,7 @@ func (a *benchAgent) must(req api.Request) (api.Reply, error) {
 }
 
 // hello takes a lease of ttl.
-func (a *benchAgent) hello(ttl time.Duration) error {
+func (a *agent) hello(ttl time.Duration) error {
 	rep, err := a.must(api.Request{Op: api.OpHello, TTLMS: ttl.Milliseconds()})
 	if err != nil {
 		return err
@@ -237,7 +249,7 @@ func (a *benchAgent) hello(ttl time.Duration) error {
 // (and counted): right after a reset the supervisor's cached readiness
 // can still say halted for up to one poll interval, although the reset
 // was answered and the status was seen ready.
-func (a *benchAgent) begin() (uint64, error) {
+func (a *agent) begin() (uint64, error) {
 	for try := 0; ; try++ {
 		rep, _, err := a.call(api.Request{Op: api.OpBegin})
 		if err != nil {
@@ -257,58 +269,58 @@ func (a *benchAgent) begin() (uint64, error) {
 }
 
 // close disconnects.
-func (a *benchAgent) close() { benchDisconnect(a.c) }
+func (a *agent) close() { disconnect(a.c) }
 
-// benchEcho is the bare-broker baseline: a paho client that republishes
+// echo is the bare-broker baseline: a paho client that republishes
 // every message on one topic to another, QoS 1 both ways, from its
 // message handler. A round trip through it is what the broker and two
 // client hops cost with nothing behind them.
-type benchEcho struct {
+type echo struct {
 	c        paho.Client
 	req, rep string
 }
 
-func newBenchEcho(url, clientID, reqTopic, repTopic string) (*benchEcho, error) {
-	c, err := benchConnect(url, clientID)
+func newEcho(url string, l login, reqTopic, repTopic string) (*echo, error) {
+	c, err := connect(url, l)
 	if err != nil {
 		return nil, err
 	}
-	e := &benchEcho{c: c, req: reqTopic, rep: repTopic}
-	if err := benchSubscribe(c, reqTopic, func(c paho.Client, m paho.Message) {
+	e := &echo{c: c, req: reqTopic, rep: repTopic}
+	if err := subscribe(c, reqTopic, func(c paho.Client, m paho.Message) {
 		c.Publish(e.rep, 1, false, m.Payload())
 	}); err != nil {
-		benchDisconnect(c)
+		disconnect(c)
 		return nil, fmt.Errorf("echo responder: %w", err)
 	}
 	return e, nil
 }
 
-func (e *benchEcho) close() { benchDisconnect(e.c) }
+func (e *echo) close() { disconnect(e.c) }
 
-// benchStatusSeen is one retained status message as it arrived.
-type benchStatusSeen struct {
+// statusSeen is one retained status message as it arrived.
+type statusSeen struct {
 	st api.Status
 	at time.Time
 }
 
-// benchStatusWatch follows the supervisor's retained status topic on an
+// statusWatch follows the supervisor's retained status topic on an
 // agent's connection: every message, timestamped on arrival, goes to seen
 // (dropped and counted if nobody drains it).
-type benchStatusWatch struct {
-	seen    chan benchStatusSeen
+type statusWatch struct {
+	seen    chan statusSeen
 	dropped atomic.Uint64
 }
 
-func watchStatus(a *benchAgent) (*benchStatusWatch, error) {
-	w := &benchStatusWatch{seen: make(chan benchStatusSeen, 1024)}
-	err := benchSubscribe(a.c, a.topics.Status(), func(_ paho.Client, m paho.Message) {
+func watchStatus(a *agent) (*statusWatch, error) {
+	w := &statusWatch{seen: make(chan statusSeen, 1024)}
+	err := subscribe(a.c, a.topics.Status(), func(_ paho.Client, m paho.Message) {
 		at := time.Now()
 		var st api.Status
 		if json.Unmarshal(m.Payload(), &st) != nil {
 			return
 		}
 		select {
-		case w.seen <- benchStatusSeen{st: st, at: at}:
+		case w.seen <- statusSeen{st: st, at: at}:
 		default:
 			w.dropped.Add(1)
 		}
@@ -321,7 +333,7 @@ func watchStatus(a *benchAgent) (*benchStatusWatch, error) {
 
 // drain forgets what has arrived so far, and returns how many of those
 // statuses said halted.
-func (w *benchStatusWatch) drain() (halted int) {
+func (w *statusWatch) drain() (halted int) {
 	for {
 		select {
 		case s := <-w.seen:
@@ -336,7 +348,7 @@ func (w *benchStatusWatch) drain() (halted int) {
 
 // await returns the arrival time of the first status that satisfies ok,
 // waiting up to d.
-func (w *benchStatusWatch) await(d time.Duration, ok func(api.Status) bool) (time.Time, error) {
+func (w *statusWatch) await(d time.Duration, ok func(api.Status) bool) (time.Time, error) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {

@@ -14,19 +14,19 @@ import (
 )
 
 // Lease expiry: a controller that stops heartbeating must have its
-// actuators back at their priors no later than TTL + benchGoalExpiryLate
+// actuators back at their priors no later than TTL + goalExpiryLate
 // after its last heartbeat, also while other agents keep the journal's
 // fsync busy (issue 13).
 const (
-	benchExpiryTTL      = 500 * time.Millisecond
-	benchGoalExpiryLate = 20 * time.Millisecond
-	benchExpiryPoll     = 200 * time.Microsecond // how often the servo is read back
-	benchExpiryBusy     = 8                      // agents stepping durably during the busy expiries
+	expiryTTL      = 500 * time.Millisecond
+	goalExpiryLate = 20 * time.Millisecond
+	expiryPoll     = 200 * time.Microsecond // how often the servo is read back
+	expiryBusy     = 8                      // agents stepping durably during the busy expiries
 )
 
-// benchBusyName names the i-th busy agent of the expiry measurement and
+// busyName names the i-th busy agent of the expiry measurement and
 // its actuator.
-func benchBusyName(i int) string { return fmt.Sprintf("busy%d", i) }
+func busyName(i int) string { return fmt.Sprintf("busy%d", i) }
 
 // FrontDoorExpiry is one condition of the lease-expiry measurement: how late, past
 // the TTL, the servo was back at its prior, counted from the moment the
@@ -44,19 +44,19 @@ type FrontDoorExpiry struct {
 	BackgroundSteps int `json:"background_steps"`
 }
 
-// benchExpiries measures n lease expiries quiet, n while busy agents step
+// measureExpiries measures n lease expiries quiet, n while busy agents step
 // durably (every step an fsync) the whole time, and — unless slow is 0 — n
 // more while they do on a slow disk, every journal fsync taking slow
 // longer. The unwind's own intents are durable before each move, so on the
 // slow disk an expiry pays for at least one slow fsync, and may queue
 // behind a batch of the busy agents' for another.
-func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n, busy int, slow time.Duration) error {
-	exp, err := door.agent("expiry")
+func measureExpiries(ctx context.Context, d *door, res *FrontDoorResult, n, busy int, slow time.Duration) error {
+	exp, err := d.agent("expiry")
 	if err != nil {
 		return err
 	}
 	defer exp.close()
-	servo, ok := door.built.Options.Actuators.Get("expiry").Driver.(actuators.ReadBacker)
+	servo, ok := d.daemon.Built.Options.Actuators.Get("expiry").Driver.(actuators.ReadBacker)
 	if !ok {
 		return errors.New("the expiry servo cannot be read back")
 	}
@@ -76,19 +76,19 @@ func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		door.syncDelay.Store(int64(cond.slow))
-		stop, steps, berr := door.backgroundSteps(cond.busy)
+		d.syncDelay.Store(int64(cond.slow))
+		stop, steps, berr := d.backgroundSteps(cond.busy)
 		late, err := expiryRound(exp, servo, n)
 		stop()
-		door.syncDelay.Store(0)
+		d.syncDelay.Store(0)
 		if err == nil {
 			err = <-berr
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", cond.name, err)
 		}
-		row := FrontDoorExpiry{Name: cond.name, Samples: len(late), TTL: int64(benchExpiryTTL),
-			P50Late: int64(late.Percentile(0.5)), MaxLate: int64(late.Percentile(1)), Goal: int64(benchGoalExpiryLate), BackgroundSteps: int(steps.Load())}
+		row := FrontDoorExpiry{Name: cond.name, Samples: len(late), TTL: int64(expiryTTL),
+			P50Late: int64(late.Percentile(0.5)), MaxLate: int64(late.Percentile(1)), Goal: int64(goalExpiryLate), BackgroundSteps: int(steps.Load())}
 		row.Met = row.MaxLate <= row.Goal
 		res.Expiries = append(res.Expiries, row)
 	}
@@ -98,10 +98,10 @@ func benchExpiries(ctx context.Context, door *benchDoor, res *FrontDoorResult, n
 // expiryRound lets n leases expire: each time hello, begin, a step from 0
 // to 10, one heartbeat, then silence. It returns, per expiry, how long
 // after last heartbeat's publish + TTL the servo read back 0 again.
-func expiryRound(a *benchAgent, servo actuators.ReadBacker, n int) (latency.Samples, error) {
+func expiryRound(a *agent, servo actuators.ReadBacker, n int) (latency.Samples, error) {
 	var late latency.Samples
 	for i := range n {
-		if err := a.hello(benchExpiryTTL); err != nil {
+		if err := a.hello(expiryTTL); err != nil {
 			return nil, err
 		}
 		saga, err := a.begin()
@@ -116,14 +116,14 @@ func expiryRound(a *benchAgent, servo actuators.ReadBacker, n int) (latency.Samp
 		if err != nil {
 			return nil, err
 		}
-		rep, t0, _, err := a.sendAt(a.topics.AgentCmd(a.name), id, b, benchReplyTimeout)
+		rep, t0, _, err := a.sendAt(a.topics.AgentCmd(a.name), id, b, replyTimeout)
 		if err != nil {
 			return nil, err
 		}
 		if !rep.OK {
 			return nil, fmt.Errorf("heartbeat %d refused: %s %s", i, rep.Code, rep.Message)
 		}
-		deadline := t0.Add(benchExpiryTTL)
+		deadline := t0.Add(expiryTTL)
 		for {
 			v, err := servo.ReadBack(context.Background())
 			now := time.Now()
@@ -134,7 +134,7 @@ func expiryRound(a *benchAgent, servo actuators.ReadBacker, n int) (latency.Samp
 			if now.Sub(deadline) > 5*time.Second {
 				return nil, fmt.Errorf("expiry %d: the servo still reads %v (%v) 5 s after the lease's TTL", i, v, err)
 			}
-			time.Sleep(benchExpiryPoll)
+			time.Sleep(expiryPoll)
 		}
 	}
 	return late, nil
@@ -143,7 +143,7 @@ func expiryRound(a *benchAgent, servo actuators.ReadBacker, n int) (latency.Samp
 // backgroundSteps has k busy agents step durably, each
 // in a saga of its own, until stop is called; steps counts the steps
 // answered OK, and the error channel says how the work ended.
-func (d *benchDoor) backgroundSteps(k int) (stop func(), steps *atomic.Int64, errc <-chan error) {
+func (d *door) backgroundSteps(k int) (stop func(), steps *atomic.Int64, errc <-chan error) {
 	steps = new(atomic.Int64)
 	done := make(chan struct{})
 	out := make(chan error, 1)
@@ -157,7 +157,7 @@ func (d *benchDoor) backgroundSteps(k int) (stop func(), steps *atomic.Int64, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- d.stepUntil(benchBusyName(g), done, steps)
+			errs <- d.stepUntil(busyName(g), done, steps)
 		}()
 	}
 	go func() {
@@ -173,7 +173,7 @@ func (d *benchDoor) backgroundSteps(k int) (stop func(), steps *atomic.Int64, er
 }
 
 // stepUntil has agent name step its own servo back and forth until done.
-func (d *benchDoor) stepUntil(name string, done <-chan struct{}, steps *atomic.Int64) error {
+func (d *door) stepUntil(name string, done <-chan struct{}, steps *atomic.Int64) error {
 	a, saga, err := d.sagaAgent(name)
 	if err != nil {
 		return err

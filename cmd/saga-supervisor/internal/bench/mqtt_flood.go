@@ -15,15 +15,15 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
-// benchFlood is an agent that pipelines valid step requests — its own
+// flood is an agent that pipelines valid step requests — its own
 // lease, its own saga, alternating values on its own actuator — without
 // waiting for their replies, at an offered rate (or as fast as its client
 // takes them), so that its lane refuses it RATE_LIMITED and BUSY. It
 // counts the replies by code as they come back. Each start begins a new
 // saga (a halt ends the last one); stop stops publishing and waits until
 // the replies have stopped coming.
-type benchFlood struct {
-	a        *benchAgent
+type flood struct {
+	a        *agent
 	actuator string
 	rate     float64 // offered requests/s; 0 as fast as the client takes them
 
@@ -46,8 +46,8 @@ type benchFlood struct {
 	submitted func() uint64
 }
 
-func newBenchFlood(a *benchAgent, actuator string, rate float64, submitted func() uint64) *benchFlood {
-	f := &benchFlood{a: a, actuator: actuator, rate: rate, replies: map[string]uint64{}, submitted: submitted}
+func newFlood(a *agent, actuator string, rate float64, submitted func() uint64) *flood {
+	f := &flood{a: a, actuator: actuator, rate: rate, replies: map[string]uint64{}, submitted: submitted}
 	a.mu.Lock()
 	a.other = f.onReply
 	a.mu.Unlock()
@@ -55,7 +55,7 @@ func newBenchFlood(a *benchAgent, actuator string, rate float64, submitted func(
 }
 
 // onReply counts one reply to a flooded step (on paho's goroutine).
-func (f *benchFlood) onReply(rep api.Reply, at time.Time) {
+func (f *flood) onReply(rep api.Reply, at time.Time) {
 	code := rep.Code
 	if rep.OK {
 		code = "OK"
@@ -70,10 +70,10 @@ func (f *benchFlood) onReply(rep api.Reply, at time.Time) {
 }
 
 // lastRefusal is when a lane refusal last reached the flood.
-func (f *benchFlood) lastRefusal() time.Time { return time.Unix(0, f.lastRefused.Load()) }
+func (f *flood) lastRefusal() time.Time { return time.Unix(0, f.lastRefused.Load()) }
 
 // start keeps the lease alive, begins a saga and starts flooding it.
-func (f *benchFlood) start() error {
+func (f *flood) start() error {
 	if _, err := f.a.must(api.Request{Op: api.OpHeartbeat}); err != nil {
 		return fmt.Errorf("flood: %w", err)
 	}
@@ -114,7 +114,7 @@ func (f *benchFlood) start() error {
 // lost halt leaves it open, holding the actuator against the next saga.
 // It is refused SAGA_UNKNOWN when the halt did end it (HALTED while a
 // late halt is still latched: the reset that follows ends it).
-func (f *benchFlood) closeSaga() error {
+func (f *flood) closeSaga() error {
 	if f.saga == 0 {
 		return nil
 	}
@@ -131,11 +131,11 @@ func (f *benchFlood) closeSaga() error {
 
 // pump publishes until stopped: paced to the offered rate (a stall is
 // caught up by at most 10 ms worth, not saved up), with at most
-// benchFloodWindow publishes awaiting their PUBACK.
-func (f *benchFlood) pump(build func([]byte, uint64, int) []byte) {
+// floodWindow publishes awaiting their PUBACK.
+func (f *flood) pump(build func([]byte, uint64, int) []byte) {
 	defer close(f.done)
 	topic := f.a.topics.AgentCmd(f.a.name)
-	toks := make([]paho.Token, benchFloodWindow)
+	toks := make([]paho.Token, floodWindow)
 	var interval time.Duration
 	if f.rate > 0 {
 		interval = time.Duration(float64(time.Second) / f.rate)
@@ -163,10 +163,10 @@ func (f *benchFlood) pump(build func([]byte, uint64, int) []byte) {
 				next = now
 			}
 		}
-		slot := sent % benchFloodWindow
+		slot := sent % floodWindow
 		if t := toks[slot]; t != nil {
-			if !t.WaitTimeout(benchReplyTimeout) {
-				f.fail(errors.New("a publish was not acknowledged by the broker within " + benchReplyTimeout.String()))
+			if !t.WaitTimeout(replyTimeout) {
+				f.fail(errors.New("a publish was not acknowledged by the broker within " + replyTimeout.String()))
 				return
 			}
 			if err := t.Error(); err != nil {
@@ -181,7 +181,7 @@ func (f *benchFlood) pump(build func([]byte, uint64, int) []byte) {
 	}
 }
 
-func (f *benchFlood) fail(err error) {
+func (f *flood) fail(err error) {
 	f.mu.Lock()
 	if f.failed == nil {
 		f.failed = err
@@ -190,19 +190,19 @@ func (f *benchFlood) fail(err error) {
 }
 
 // err is the first publishing error.
-func (f *benchFlood) err() error {
+func (f *flood) err() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.failed
 }
 
-// stop stops publishing and waits (up to benchReplyTimeout) until, for
-// benchDrainQuiet, no reply has come and the supervisor has taken no
+// stop stops publishing and waits (up to replyTimeout) until, for
+// drainQuiet, no reply has come and the supervisor has taken no
 // request: the broker's backlog has reached the supervisor (or was
 // dropped), and what the lane held has been answered (or its reply
 // dropped). Replies alone would not tell: the lanes drop most refusal
 // replies of a flood, so a backlog can be chewed through in silence.
-func (f *benchFlood) stop() {
+func (f *flood) stop() {
 	close(f.stopCh)
 	<-f.done
 	stopped := time.Now()
@@ -210,12 +210,12 @@ func (f *benchFlood) stop() {
 	f.pumped += stopped.Sub(f.begun)
 	f.mu.Unlock()
 	seen, still := f.submitted(), stopped
-	for time.Since(stopped) < benchReplyTimeout {
+	for time.Since(stopped) < replyTimeout {
 		if n := f.submitted(); n != seen {
 			seen, still = n, time.Now()
 		}
 		last := max(still.UnixNano(), f.lastMsg.Load())
-		if time.Since(time.Unix(0, last)) >= benchDrainQuiet {
+		if time.Since(time.Unix(0, last)) >= drainQuiet {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -223,7 +223,7 @@ func (f *benchFlood) stop() {
 }
 
 // summary reports what the flood sent and got back.
-func (f *benchFlood) summary() fdFlood {
+func (f *flood) summary() fdFlood {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := fdFlood{OfferedPerSec: f.rate, Sent: f.sent, PumpNs: int64(f.pumped), Replies: map[string]uint64{}, BadReplies: f.a.bad.Load()}

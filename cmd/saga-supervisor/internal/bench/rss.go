@@ -22,7 +22,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
-// bench --rss measures the daemon's resident memory: idle, at the peak of
+// bench rss measures the daemon's resident memory: idle, at the peak of
 // a flood through its embedded broker, and as it comes back after the
 // flood. It runs the daemon as a process of its own, `run` on the embedded
 // default (sim arm, in-process broker) in a fresh working directory, as
@@ -34,7 +34,7 @@ import (
 // in the same run, so that two builds compare side by side; memory, unlike
 // time, does not drift much with the machine's load.
 
-// Defaults of bench --rss.
+// Defaults of bench rss.
 const (
 	rssDefaultSettle = 5 * time.Second  // after ready, before idle is read
 	rssDefaultFlood  = 10 * time.Second // the flood's length
@@ -46,13 +46,13 @@ const (
 	rssIdleClients   = 64               // connections held open through the flood
 )
 
-// rssOptions are the flags of bench --rss.
+// rssOptions are the flags of bench rss.
 type rssOptions struct {
 	daemons              []string // binaries to measure
 	settle, flood, after time.Duration
 }
 
-// RSSResult is what bench --rss reports (its JSON). Sizes are in KiB, as
+// RSSResult is what bench rss reports (its JSON). Sizes are in KiB, as
 // /proc reports them.
 type RSSResult struct {
 	Dir           string   `json:"dir"`
@@ -121,7 +121,7 @@ func (r RSSRun) At(d time.Duration) RSSSample {
 // working directory under res.Dir.
 func measureRSS(ctx context.Context, res *RSSResult, opt rssOptions, prog func(string)) error {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
-		return fmt.Errorf("bench --rss: reads the daemon's /proc/PID/status (Linux): %w", err)
+		return fmt.Errorf("bench rss: reads the daemon's /proc/PID/status (Linux): %w", err)
 	}
 	yaml, topics, agents, err := rssConfig()
 	if err != nil {
@@ -131,14 +131,14 @@ func measureRSS(ctx context.Context, res *RSSResult, opt rssOptions, prog func(s
 	for i, bin := range opt.daemons {
 		work := filepath.Join(res.Dir, fmt.Sprintf("daemon-%d", i+1))
 		if err := os.Mkdir(work, 0o700); err != nil {
-			return fmt.Errorf("bench --rss: %w", err)
+			return fmt.Errorf("bench rss: %w", err)
 		}
 		if err := os.WriteFile(filepath.Join(work, "config.yaml"), yaml, 0o600); err != nil {
-			return fmt.Errorf("bench --rss: %w", err)
+			return fmt.Errorf("bench rss: %w", err)
 		}
 		run, err := measureRSSOne(ctx, bin, work, topics, agents, opt, func(s string) { prog(fmt.Sprintf("%s (%d of %d): %s", filepath.Base(bin), i+1, len(opt.daemons), s)) })
 		if err != nil {
-			return fmt.Errorf("bench --rss: %s: %w", bin, err)
+			return fmt.Errorf("bench rss: %s: %w", bin, err)
 		}
 		res.Daemons = append(res.Daemons, run)
 	}
@@ -157,13 +157,13 @@ func rssConfig() (_ []byte, _ mqtt.Topics, agents []string, _ error) {
 		{"anonymous: false", "anonymous: true"},
 	} {
 		if strings.Count(text, r[0]) != 1 {
-			return nil, mqtt.Topics{}, nil, fmt.Errorf("bench --rss: the embedded default configuration no longer holds %q once", r[0])
+			return nil, mqtt.Topics{}, nil, fmt.Errorf("bench rss: the embedded default configuration no longer holds %q once", r[0])
 		}
 		text = strings.Replace(text, r[0], r[1], 1)
 	}
 	cfg, err := config.Parse([]byte(text), "bench-rss.yaml")
 	if err != nil {
-		return nil, mqtt.Topics{}, nil, fmt.Errorf("bench --rss: the adapted default configuration: %w", err)
+		return nil, mqtt.Topics{}, nil, fmt.Errorf("bench rss: the adapted default configuration: %w", err)
 	}
 	for name, p := range cfg.Agents.Allow {
 		if p.Ops == nil || slices.Contains(p.Ops, "status") {
@@ -174,7 +174,7 @@ func rssConfig() (_ []byte, _ mqtt.Topics, agents []string, _ error) {
 		agents = []string{"rss-flood"}
 	}
 	if len(agents) == 0 {
-		return nil, mqtt.Topics{}, nil, errors.New("bench --rss: no agent of the default configuration may ask for the status")
+		return nil, mqtt.Topics{}, nil, errors.New("bench rss: no agent of the default configuration may ask for the status")
 	}
 	slices.Sort(agents)
 	return []byte(text), mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}, agents, nil
@@ -253,7 +253,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// rssDaemon is a daemon process bench --rss measures.
+// rssDaemon is a daemon process bench rss measures.
 type rssDaemon struct {
 	cmd    *exec.Cmd
 	mqtt   string // tcp://127.0.0.1:PORT

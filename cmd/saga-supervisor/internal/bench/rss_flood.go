@@ -16,7 +16,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
-// rssFlood is bench --rss's flood through the daemon's broker: what any
+// rssFlood is bench rss's flood through the daemon's broker: what any
 // local client could do to it, all at once. rssFloodClients clients
 // publish QoS 1 requests to their command topics as fast as the broker
 // acknowledges them, rssFloodWindow unacknowledged each: status requests
@@ -48,7 +48,7 @@ func startRSSFlood(url string, topics mqtt.Topics, agents []string) (f *rssFlood
 		return f, err
 	}
 	for i := range rssIdleClients {
-		c, err := benchConnect(url, fmt.Sprintf("rss-idle-%d", i))
+		c, err := connect(url, login{clientID: fmt.Sprintf("rss-idle-%d", i)})
 		if err != nil {
 			return f, err
 		}
@@ -56,29 +56,29 @@ func startRSSFlood(url string, topics mqtt.Topics, agents []string) (f *rssFlood
 	}
 	big := []byte(strings.Repeat("x", rssBigBytes))
 	for i := range rssFloodClients {
-		agent := agents[i%len(agents)]
-		c, err := benchConnect(url, fmt.Sprintf("rss-flood-%d", i))
+		name := agents[i%len(agents)]
+		c, err := connect(url, login{clientID: fmt.Sprintf("rss-flood-%d", i)})
 		if err != nil {
 			return f, err
 		}
 		f.clients = append(f.clients, c)
-		tok := c.Subscribe(topics.Reply(agent), 1, func(paho.Client, paho.Message) { f.replies.Add(1) })
+		tok := c.Subscribe(topics.Reply(name), 1, func(paho.Client, paho.Message) { f.replies.Add(1) })
 		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-			return f, fmt.Errorf("flood: subscribing %s: %s", topics.Reply(agent), cli.ErrOr(tok.Error(), "timed out"))
+			return f, fmt.Errorf("flood: subscribing %s: %s", topics.Reply(name), cli.ErrOr(tok.Error(), "timed out"))
 		}
 		f.wg.Add(1)
-		go f.pump(c, topics.AgentCmd(agent), agent, i, big)
+		go f.pump(c, topics.AgentCmd(name), name, i, big)
 	}
 	return f, nil
 }
 
 // pump publishes until stop, at most rssFloodWindow unacknowledged.
-func (f *rssFlood) pump(c paho.Client, topic, agent string, client int, big []byte) {
+func (f *rssFlood) pump(c paho.Client, topic, name string, client int, big []byte) {
 	defer f.wg.Done()
 	window := make(chan struct{}, rssFloodWindow)
 	var acks sync.WaitGroup
 	defer acks.Wait()
-	prefix := `{"agent":"` + agent + `","op":"status","id":"rss-` + strconv.Itoa(client) + "-"
+	prefix := `{"agent":"` + name + `","op":"status","id":"rss-` + strconv.Itoa(client) + "-"
 	for n := 0; ; n++ {
 		select {
 		case <-f.stopCh:
@@ -138,9 +138,9 @@ func rawSubscriber(addr, clientID, filter string) (net.Conn, error) {
 	}
 	// CONNECT: protocol MQTT level 4, clean session, keepalive 0 (never
 	// pinged: the broker must not drop it for silence).
-	connect := append(append(str("MQTT"), 4, 0x02, 0, 0), str(clientID)...)
-	subscribe := append(append([]byte{0, 1}, str(filter)...), 1)
-	if _, err := c.Write(append(packet(0x10, connect), packet(0x82, subscribe)...)); err != nil {
+	connectPacket := append(append(str("MQTT"), 4, 0x02, 0, 0), str(clientID)...)
+	subscribePacket := append(append([]byte{0, 1}, str(filter)...), 1)
+	if _, err := c.Write(append(packet(0x10, connectPacket), packet(0x82, subscribePacket)...)); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("flood: slow subscriber: %w", err)
 	}
