@@ -71,6 +71,7 @@ var (
 // the file sets.
 func defaults() *Config {
 	return &Config{
+		StateDir: DefaultStateDir,
 		Journal: Journal{
 			Dir:                "./saga-data/journal",
 			Durability:         rollback.EveryStep,
