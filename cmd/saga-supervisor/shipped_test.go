@@ -180,6 +180,36 @@ var shippedChecks = []struct {
 	{"docs name files that exist", checkDocPathsExist},
 	{"HARDWARE.md snippets are valid", checkHardwareSnippets},
 	{"unit and docs install to the same paths", checkInstallPaths},
+	{"the example config's state_dir is the unit's state directory", checkExampleStateDir},
+}
+
+// unitStateDir is the directory the unit's StateDirectory= makes and its
+// WorkingDirectory= runs the daemon in.
+func unitStateDir(t *testing.T, tr tree) (string, []string) {
+	unit := unitSettings(string(tr.mustRead(t, "configs/saga-supervisor.service")))
+	if len(unit["StateDirectory"]) != 1 {
+		return "", []string{fmt.Sprintf("the unit has StateDirectory=%q: want one", unit["StateDirectory"])}
+	}
+	dir := "/var/lib/" + unit["StateDirectory"][0]
+	if wd := unit["WorkingDirectory"]; len(wd) != 1 || wd[0] != dir {
+		return dir, []string{fmt.Sprintf("the unit's WorkingDirectory=%q is not its state directory %s", wd, dir)}
+	}
+	return dir, nil
+}
+
+// checkExampleStateDir: the example config written for the unit
+// (configs/raspberry-pi.yaml, installed as the unit's config) names the
+// unit's state directory as its state_dir, so that the tools given it find
+// the daemon's files from any directory.
+func checkExampleStateDir(t *testing.T, tr tree) []string {
+	dir, problems := unitStateDir(t, tr)
+	if dir == "" {
+		return problems
+	}
+	if got := loadShipped(t, tr, "configs/raspberry-pi.yaml").StateDir; got != dir {
+		problems = append(problems, fmt.Sprintf("configs/raspberry-pi.yaml has state_dir %q; the unit runs the daemon in %s", got, dir))
+	}
+	return problems
 }
 
 // generatedLine is the first line mosquitto-config writes (generatedFrom).
@@ -196,7 +226,7 @@ func checkMosquittoGenerated(t *testing.T, tr tree) (problems []string) {
 	}
 	src := string(m[1])
 	out := t.TempDir()
-	cmd := exec.Command(binary, "mosquitto-config", "--config", src, "--out", out)
+	cmd := exec.Command(binary, "mosquitto-config", "--config", src, "--out", out, "--credentials", t.TempDir())
 	cmd.Dir = tr.root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return []string{"mosquitto-config --config " + src + ": " + err.Error() + "\n" + string(b)}
@@ -409,6 +439,8 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{3, "docs/HARDWARE.md", "  pin: GPIO27\n  active_high: true ", "  pin: GPIO27\n  active_high: yes-please ", "does not check clean"},
 		{4, "configs/saga-supervisor.service", "ExecStart=/usr/local/bin/saga-supervisor", "ExecStart=/usr/bin/saga-supervisor", "installs the binary as /usr/local/bin/saga-supervisor; the unit runs /usr/bin/saga-supervisor"},
 		{4, "configs/raspberry-pi.yaml", "# /etc/saga-supervisor/config.yaml for", "# /etc/saga-supervisor/robot.yaml for", "names the config /etc/saga-supervisor/robot.yaml"},
+		{5, "configs/raspberry-pi.yaml", "state_dir: /var/lib/saga-supervisor", "state_dir: /var/lib/saga", "has state_dir \"/var/lib/saga\""},
+		{5, "configs/saga-supervisor.service", "StateDirectory=saga-supervisor", "StateDirectory=saga", "WorkingDirectory=[\"/var/lib/saga-supervisor\"] is not its state directory /var/lib/saga"},
 	}
 	for _, tc := range cases {
 		c := shippedChecks[tc.check]

@@ -495,7 +495,9 @@ func (d *decoder) validateBroker(m MQTT) {
 		d.validateEmbeddedAuth(m)
 		return
 	}
-	for _, k := range []string{"password_file", "credentials_dir", "anonymous"} {
+	// credentials_dir stays: mosquitto-config writes the logins' clear
+	// passwords there, and ctl and `credentials` read them from it.
+	for _, k := range []string{"password_file", "anonymous"} {
 		if d.set("mqtt.auth." + k) {
 			d.warnf("mqtt.auth."+k, "ignored: auth is the embedded broker's; an external broker authenticates on its own (saga-supervisor mosquitto-config writes its password file and ACL)")
 		}
