@@ -121,6 +121,10 @@ SYSUSERSDIR  ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR  ?= $(PREFIX)/lib/tmpfiles.d
 DOCDIR       ?= $(PREFIX)/share/doc/saga-supervisor
 CONFIG       := $(DESTDIR)/etc/saga-supervisor/config.yaml
+# The unit's StateDirectory=: the installed config's state_dir, so that
+# the tools given it (ctl --config, credentials, mosquitto-config) find the
+# daemon's files from any directory.
+STATEDIR     := /var/lib/saga-supervisor
 
 install: build
 	@$(MAKE) --no-print-directory install-files
@@ -136,7 +140,9 @@ install-files:
 	install -D -m 0644 configs/raspberry-pi.yaml $(DESTDIR)$(DOCDIR)/examples/raspberry-pi.yaml
 	install -d -m 0755 $(DESTDIR)/etc/saga-supervisor
 	@if [ -e $(CONFIG) ]; then echo "kept the existing $(CONFIG) (the default is configs/default.yaml)"; \
-	else echo "install -m 0640 configs/default.yaml $(CONFIG)"; install -m 0640 configs/default.yaml $(CONFIG); fi
+	else echo "install -m 0640 configs/default.yaml $(CONFIG) (state_dir: $(STATEDIR))"; \
+		(umask 077 && sed 's|^state_dir: \.$$|state_dir: $(STATEDIR)|' configs/default.yaml > $(CONFIG)) && chmod 0640 $(CONFIG) && \
+		grep -qx 'state_dir: $(STATEDIR)' $(CONFIG) || { echo "configs/default.yaml has no line 'state_dir: .' to set"; rm -f $(CONFIG); exit 1; }; fi
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 		set -x; systemd-sysusers $(SYSUSERSDIR)/saga-supervisor.conf && \
 		systemd-tmpfiles --create $(TMPFILESDIR)/saga-supervisor.conf && \

@@ -137,7 +137,7 @@ var shipped = map[string]struct {
 	"/usr/lib/udev/rules.d/99-saga-supervisor.rules":            {entry{"-rw-r--r--", "root/root"}, "configs/99-saga-supervisor.rules"},
 	"/usr/lib/sysusers.d/saga-supervisor.conf":                  {entry{"-rw-r--r--", "root/root"}, "packaging/sysusers.conf"},
 	"/usr/lib/tmpfiles.d/saga-supervisor.conf":                  {entry{"-rw-r--r--", "root/root"}, "packaging/tmpfiles.conf"},
-	"/etc/saga-supervisor/config.yaml":                          {entry{"-rw-r-----", "root/saga"}, "configs/default.yaml"},
+	"/etc/saga-supervisor/config.yaml":                          {entry{"-rw-r-----", "root/saga"}, ""}, // installedConfig
 	"/usr/share/doc/saga-supervisor/examples/raspberry-pi.yaml": {entry{"-rw-r--r--", "root/root"}, "configs/raspberry-pi.yaml"},
 	"/usr/share/lintian/overrides/saga-supervisor":              {entry{"-rw-r--r--", "root/root"}, "packaging/lintian-overrides"},
 }
@@ -205,6 +205,7 @@ func TestDebPackages(t *testing.T) {
 					sameFile(t, filepath.Join(tree, path), filepath.Join(root, w.src))
 				}
 			}
+			installedConfig(t, filepath.Join(tree, "etc/saga-supervisor/config.yaml"))
 			unit, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system/saga-supervisor.service"))
 			if err != nil {
 				t.Fatal(err)
@@ -252,6 +253,51 @@ func TestDebPackages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// installedConfig checks the config an install writes: configs/default.yaml
+// with its state_dir set to the unit's state directory — where tmpfiles.d
+// makes it and where the unit's StateDirectory= and WorkingDirectory= put
+// the daemon — so that `ctl --config` and the other tools given the file
+// find the daemon's files from any directory.
+func installedConfig(t *testing.T, path string) {
+	t.Helper()
+	unit, err := os.ReadFile(filepath.Join(root, "configs/saga-supervisor.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^StateDirectory=(\S+)$`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatal("the unit has no StateDirectory=")
+	}
+	state := "/var/lib/" + string(m[1])
+	for _, want := range []string{"\nWorkingDirectory=" + state + "\n"} {
+		if !bytes.Contains(unit, []byte(want)) {
+			t.Errorf("the unit lacks %q", strings.TrimSpace(want))
+		}
+	}
+	tmpfiles, err := os.ReadFile(filepath.Join(root, "packaging/tmpfiles.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^d\s+` + regexp.QuoteMeta(state) + `\s+0700\s`).Match(tmpfiles) {
+		t.Errorf("packaging/tmpfiles.conf does not make %s, mode 0700", state)
+	}
+	def, err := os.ReadFile(filepath.Join(root, "configs/default.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Replace(def, []byte("\nstate_dir: .\n"), []byte("\nstate_dir: "+state+"\n"), 1)
+	if bytes.Equal(want, def) {
+		t.Fatal("configs/default.yaml has no line `state_dir: .` for the install to set")
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not configs/default.yaml with state_dir: %s", path, state)
 	}
 }
 
@@ -454,7 +500,7 @@ func TestMakeInstall(t *testing.T) {
 	}
 
 	config := filepath.Join(dest, "etc/saga-supervisor/config.yaml")
-	sameFile(t, config, filepath.Join(root, "configs/default.yaml"))
+	installedConfig(t, config)
 	edited := []byte("# the operator's own\ndevice: arm7\n")
 	if err := os.WriteFile(config, edited, 0o640); err != nil {
 		t.Fatal(err)

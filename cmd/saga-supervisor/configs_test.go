@@ -118,7 +118,16 @@ func TestRaspberryPiExampleIsValid(t *testing.T) {
 	}
 	dir := t.TempDir()
 	text := string(b)
-	for _, secret := range []string{"/etc/saga-supervisor/mqtt-password", "/etc/saga-supervisor/reset-token"} {
+	// Its state directory here, the supervisor's password where
+	// mosquitto-config writes it (relative to state_dir).
+	const state = "\nstate_dir: /var/lib/saga-supervisor\n"
+	if !strings.Contains(text, state) || !strings.Contains(text, "  password_file: ./mqtt/credentials/saga-supervisor\n") {
+		t.Fatal("the example no longer has its state_dir and its password under it")
+	}
+	text = strings.Replace(text, state, "\nstate_dir: "+dir+"\n", 1)
+	os.MkdirAll(filepath.Join(dir, "mqtt", "credentials"), 0o700)
+	os.WriteFile(filepath.Join(dir, "mqtt", "credentials", "saga-supervisor"), []byte("s3cret-0123456789abcdef-0123456789abcdef\n"), 0o600)
+	for _, secret := range []string{"/etc/saga-supervisor/reset-token"} {
 		if !strings.Contains(text, secret) {
 			t.Fatalf("the example no longer names %s", secret)
 		}

@@ -86,7 +86,9 @@ type daemonProc struct {
 	t       *testing.T
 	cfgPath string
 	http    string
-	args    []string // more flags for run
+	args    []string            // more flags for run
+	wd      string              // its working directory ("": this package's)
+	as      *syscall.Credential // the user it runs as (nil: the test's)
 	cmd     *exec.Cmd
 	out     *syncBuffer
 }
@@ -135,6 +137,10 @@ func (d *daemonProc) start() {
 	d.out = &syncBuffer{}
 	d.cmd = exec.Command(binary, append([]string{"run", "--config", d.cfgPath}, d.args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	d.cmd.Dir = d.wd
+	if d.as != nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: d.as}
+	}
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Tests that run as root also run the binary as another user (nobody),
+	// as a controller's user would: the directory must let them in.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	binary = filepath.Join(dir, "saga-supervisor")
 	// The race detector is on unless SAGA_TEST_NO_RACE is set, for
 	// measuring latency figures on an optimised binary.

@@ -138,7 +138,7 @@ func mosquittoPasswd(t *testing.T, file string, create bool, user, pass string) 
 // securityConfig is config.DefaultYAML as shipped (locked), with temporary
 // paths, instant servos, the test's agents, the gripper behind approvals
 // and a reset token; on mosquitto the supervisor's login.
-func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKey, mqDir string) string {
+func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKey string) string {
 	t.Helper()
 	token := filepath.Join(dir, "token")
 	if err := os.WriteFile(token, []byte(secToken+"\n"), 0o600); err != nil {
@@ -162,7 +162,7 @@ func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKe
 	}
 	if kind == "mosquitto" {
 		repl = append(repl, [2]string{`  username: ""`, "  username: " + secSup},
-			[2]string{`  password_file: ""`, "  password_file: " + filepath.Join(mqDir, "credentials", secSup)})
+			[2]string{`  password_file: ""`, "  password_file: " + filepath.Join(dir, "mqtt", "credentials", secSup)})
 	}
 	for _, r := range repl {
 		if !strings.Contains(text, r[0]) {
@@ -201,7 +201,7 @@ func newSecure(t *testing.T, kind string) *secure {
 	var cfgPath string
 	switch kind {
 	case "embedded":
-		cfgPath = securityConfig(t, dir, kind, "embedded", brokerAddr, httpAddr, keyPath+".pub", "")
+		cfgPath = securityConfig(t, dir, kind, "embedded", brokerAddr, httpAddr, keyPath+".pub")
 		// stranger has a valid password file line but is no agent.
 		if err := os.MkdirAll(filepath.Join(dir, "mqtt"), 0o700); err != nil {
 			t.Fatal(err)
@@ -210,11 +210,11 @@ func newSecure(t *testing.T, kind string) *secure {
 		s.creds = filepath.Join(dir, "mqtt", "credentials")
 	case "mosquitto":
 		mq := filepath.Join(dir, "mosquitto")
-		cfgPath = securityConfig(t, dir, kind, h.broker, `""`, httpAddr, keyPath+".pub", mq)
+		cfgPath = securityConfig(t, dir, kind, h.broker, `""`, httpAddr, keyPath+".pub")
 		if out, code := run(t, "mosquitto-config", "--config", cfgPath, "--out", mq, "--listen", brokerAddr); code != 0 {
 			t.Fatalf("mosquitto-config: exit %d\n%s", code, out)
 		}
-		s.creds = filepath.Join(mq, "credentials")
+		s.creds = filepath.Join(dir, "mqtt", "credentials") // the config's credentials_dir
 		// stranger: a valid login that is no agent; sysmon: the test's own
 		// reader of $SYS (the retained count), in no agent's rules.
 		mosquittoPasswd(t, filepath.Join(mq, "passwd"), false, "stranger", strangerPass)

@@ -180,6 +180,73 @@ var shippedChecks = []struct {
 	{"docs name files that exist", checkDocPathsExist},
 	{"HARDWARE.md snippets are valid", checkHardwareSnippets},
 	{"unit and docs install to the same paths", checkInstallPaths},
+	{"the example config's state_dir is the unit's state directory", checkExampleStateDir},
+	{"check-config's warning for HTTP beyond loopback names the unit's IP rules", checkHTTPBeyondLoopback},
+}
+
+// unitStateDir is the directory the unit's StateDirectory= makes and its
+// WorkingDirectory= runs the daemon in.
+func unitStateDir(t *testing.T, tr tree) (string, []string) {
+	unit := unitSettings(string(tr.mustRead(t, "configs/saga-supervisor.service")))
+	if len(unit["StateDirectory"]) != 1 {
+		return "", []string{fmt.Sprintf("the unit has StateDirectory=%q: want one", unit["StateDirectory"])}
+	}
+	dir := "/var/lib/" + unit["StateDirectory"][0]
+	if wd := unit["WorkingDirectory"]; len(wd) != 1 || wd[0] != dir {
+		return dir, []string{fmt.Sprintf("the unit's WorkingDirectory=%q is not its state directory %s", wd, dir)}
+	}
+	return dir, nil
+}
+
+// tunnel is the way to the dashboard from another machine, as check-config
+// and the docs give it for http.listen: 0.0.0.0:8080.
+const tunnel = "ssh -N -L 8080:127.0.0.1:8080"
+
+// checkHTTPBeyondLoopback: check-config's warning for an http.listen other
+// machines could reach names the unit's IP rules as the unit has them (it
+// drops their packets, whatever the config says) and the SSH tunnel;
+// docs/HARDWARE.md and docs/SECURITY.md give the same rules and tunnel.
+func checkHTTPBeyondLoopback(t *testing.T, tr tree) (problems []string) {
+	unit := unitSettings(string(tr.mustRead(t, "configs/saga-supervisor.service")))
+	rules := fmt.Sprintf("IPAddressDeny=%s and IPAddressAllow=%s", strings.Join(unit["IPAddressDeny"], " "), strings.Join(unit["IPAddressAllow"], " "))
+	path := filepath.Join(t.TempDir(), "http.yaml")
+	if err := os.WriteFile(path, []byte("device: arm1\nhttp: {listen: 0.0.0.0:8080}\nactuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "check-config", path)
+	if code != 0 || !strings.Contains(out, "warning: "+path+":2:16: http.listen: 0.0.0.0:8080 is reachable from other machines") {
+		return []string{fmt.Sprintf("check-config of http.listen 0.0.0.0:8080: exit %d, no warning:\n%s", code, out)}
+	}
+	for _, want := range []string{rules, tunnel} {
+		if !strings.Contains(out, want) {
+			problems = append(problems, fmt.Sprintf("check-config's warning for http.listen 0.0.0.0:8080 does not say %q (the unit's IP rules; the tunnel):\n%s", want, out))
+		}
+	}
+	allow := "IPAddressAllow=" + strings.Join(unit["IPAddressAllow"], " ")
+	for _, doc := range []string{"docs/HARDWARE.md", "docs/SECURITY.md"} {
+		text := string(tr.mustRead(t, doc))
+		for _, want := range []string{allow, tunnel} {
+			if !strings.Contains(text, want) {
+				problems = append(problems, fmt.Sprintf("%s does not say %q, as check-config's warning for http.listen does", doc, want))
+			}
+		}
+	}
+	return problems
+}
+
+// checkExampleStateDir: the example config written for the unit
+// (configs/raspberry-pi.yaml, installed as the unit's config) names the
+// unit's state directory as its state_dir, so that the tools given it find
+// the daemon's files from any directory.
+func checkExampleStateDir(t *testing.T, tr tree) []string {
+	dir, problems := unitStateDir(t, tr)
+	if dir == "" {
+		return problems
+	}
+	if got := loadShipped(t, tr, "configs/raspberry-pi.yaml").StateDir; got != dir {
+		problems = append(problems, fmt.Sprintf("configs/raspberry-pi.yaml has state_dir %q; the unit runs the daemon in %s", got, dir))
+	}
+	return problems
 }
 
 // generatedLine is the first line mosquitto-config writes (generatedFrom).
@@ -196,7 +263,7 @@ func checkMosquittoGenerated(t *testing.T, tr tree) (problems []string) {
 	}
 	src := string(m[1])
 	out := t.TempDir()
-	cmd := exec.Command(binary, "mosquitto-config", "--config", src, "--out", out)
+	cmd := exec.Command(binary, "mosquitto-config", "--config", src, "--out", out, "--credentials", t.TempDir())
 	cmd.Dir = tr.root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return []string{"mosquitto-config --config " + src + ": " + err.Error() + "\n" + string(b)}
@@ -411,6 +478,11 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{3, "docs/HARDWARE.md", "      pin: GPIO18          # optional, never driven", "      pin: GPIO17          # optional, never driven", "has no hardware PWM on GPIO17"},
 		{4, "configs/saga-supervisor.service", "ExecStart=/usr/local/bin/saga-supervisor", "ExecStart=/usr/bin/saga-supervisor", "installs the binary as /usr/local/bin/saga-supervisor; the unit runs /usr/bin/saga-supervisor"},
 		{4, "configs/raspberry-pi.yaml", "# /etc/saga-supervisor/config.yaml for", "# /etc/saga-supervisor/robot.yaml for", "names the config /etc/saga-supervisor/robot.yaml"},
+		{5, "configs/raspberry-pi.yaml", "state_dir: /var/lib/saga-supervisor", "state_dir: /var/lib/saga", "has state_dir \"/var/lib/saga\""},
+		{5, "configs/saga-supervisor.service", "StateDirectory=saga-supervisor", "StateDirectory=saga", "WorkingDirectory=[\"/var/lib/saga-supervisor\"] is not its state directory /var/lib/saga"},
+		{6, "configs/saga-supervisor.service", "IPAddressAllow=localhost", "IPAddressAllow=localhost 192.168.1.0/24", "does not say \"IPAddressDeny=any and IPAddressAllow=localhost 192.168.1.0/24\""},
+		{6, "docs/HARDWARE.md", tunnel, "ssh -L 8080:localhost:8080", "docs/HARDWARE.md does not say \"" + tunnel + "\""},
+		{6, "docs/SECURITY.md", tunnel, "ssh -L 8080:localhost:8080", "docs/SECURITY.md does not say \"" + tunnel + "\""},
 	}
 	for _, tc := range cases {
 		c := shippedChecks[tc.check]

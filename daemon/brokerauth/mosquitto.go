@@ -11,8 +11,10 @@ import (
 // password file passwd and the ACL file acl (as `mosquitto-config` writes
 // them): a plain listener on listen (host:port; "" for none) and, with
 // tlsPort set, a TLS listener with the certificate and key files cert and
-// key. mosquitto reads files as its own user (mosquitto on Debian): chown
-// them to it.
+// key. mosquitto reads the password file and ACL as the user it drops to
+// (mosquitto on Debian): `mosquitto-config` run as root gives them to it.
+// The same text serves as a conf.d snippet: Debian's mosquitto.conf loads
+// /etc/mosquitto/conf.d/*.conf after its own settings, so these win.
 func MosquittoConf(cfg *config.Config, passwd, acl, listen string, tlsPort int, cert, key string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# mosquitto for saga-supervisor %s (device %s), written by\n", Supervisor(cfg), cfg.Device)
@@ -40,6 +42,8 @@ func MosquittoConf(cfg *config.Config, passwd, acl, listen string, tlsPort int, 
 	b.WriteString("# Bounded queues per client: a flood cannot grow the broker without end.\n")
 	b.WriteString("max_queued_messages 10000\nmax_inflight_messages 1024\n")
 	b.WriteString("# Sessions of clients that left are dropped after a day.\npersistent_client_expiration 1d\n")
+	b.WriteString("# Nothing retained outlives a restart: the supervisor publishes its status\n")
+	b.WriteString("# and states again on connecting (this overrides Debian's persistence true).\n")
 	b.WriteString("persistence false\n")
 	return b.String()
 }

@@ -49,7 +49,16 @@ type Config struct {
 	// the file names (see Board): raspberry-pi (the default: any model),
 	// raspberry-pi-3, raspberry-pi-4, raspberry-pi-zero-2, raspberry-pi-5
 	// or generic.
-	Board     string              `yaml:"board"`
+	Board string `yaml:"board"`
+	// StateDir is the directory every relative file path of the config
+	// (the journal, the broker's password file and credentials, the sim
+	// world, secret, TLS and key files) is relative to; itself relative to
+	// the process's working directory. Default ".": the working directory.
+	// The packaged config sets it to /var/lib/saga-supervisor, the unit's
+	// StateDirectory, so that a tool given the file (ctl --config,
+	// credentials, mosquitto-config) finds the daemon's files from any
+	// directory. Parse resolves the paths (ResolvePath).
+	StateDir  string              `yaml:"state_dir"`
 	Journal   Journal             `yaml:"journal"`
 	Unwind    Unwind              `yaml:"unwind"`
 	Leases    Leases              `yaml:"leases"`
@@ -253,7 +262,8 @@ type Auth struct {
 	// (mode 0600) for the local tools: ctl, client and the demo read it.
 	PasswordFile string `yaml:"password_file"`
 	// CredentialsDir is where generated passwords are written. Default
-	// ./saga-data/mqtt/credentials.
+	// ./saga-data/mqtt/credentials. For an external broker too: there
+	// mosquitto-config writes them, and ctl and `credentials` read them.
 	CredentialsDir string `yaml:"credentials_dir"`
 	// Anonymous turns authentication and the ACL off: any local process
 	// may then move any actuator. Only for a bench, and only on a

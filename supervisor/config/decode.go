@@ -162,6 +162,7 @@ func (d *decoder) parse(data []byte) *Config {
 	d.at[""] = place{root.Line, root.Column}
 	d.value(root, reflect.ValueOf(c).Elem(), "")
 	d.complete(c)
+	d.resolvePaths(c)
 	d.validate(c)
 	if !d.noSecrets {
 		d.readSecrets(c)

@@ -45,7 +45,7 @@ device: arm1
 journl: {dir: x} #!
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
-`, []string{`unknown key "journl" (known keys: device, board, journal, unwind,`}},
+`, []string{`unknown key "journl" (known keys: device, board, state_dir, journal, unwind,`}},
 	{"unknown board", `
 device: arm1
 board: raspberry-pi-6 #!

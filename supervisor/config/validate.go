@@ -71,6 +71,7 @@ var (
 // the file sets.
 func defaults() *Config {
 	return &Config{
+		StateDir: DefaultStateDir,
 		Journal: Journal{
 			Dir:                "./saga-data/journal",
 			Durability:         rollback.EveryStep,
@@ -495,7 +496,9 @@ func (d *decoder) validateBroker(m MQTT) {
 		d.validateEmbeddedAuth(m)
 		return
 	}
-	for _, k := range []string{"password_file", "credentials_dir", "anonymous"} {
+	// credentials_dir stays: mosquitto-config writes the logins' clear
+	// passwords there, and ctl and `credentials` read them from it.
+	for _, k := range []string{"password_file", "anonymous"} {
 		if d.set("mqtt.auth." + k) {
 			d.warnf("mqtt.auth."+k, "ignored: auth is the embedded broker's; an external broker authenticates on its own (saga-supervisor mosquitto-config writes its password file and ACL)")
 		}
@@ -572,9 +575,30 @@ func (d *decoder) checkListen(path, addr string) error {
 		return fmt.Errorf("bad host %.60q in %.60q", host, addr)
 	}
 	if !loopback {
-		d.warnf(path, "%s is reachable from other machines (the default is 127.0.0.1)", addr)
+		d.warnf(path, "%s", beyondLoopback(path, addr, port))
 	}
 	return nil
+}
+
+// unitIPRules are the IP rules of the shipped systemd unit
+// (configs/saga-supervisor.service), which drop every packet from other
+// machines whatever the config listens on; cmd/saga-supervisor's
+// TestShippedFilesAgree keeps this text and the unit in step.
+const unitIPRules = "IPAddressDeny=any and IPAddressAllow=localhost"
+
+// beyondLoopback is the warning for a listener at addr other machines
+// could reach: what the shipped unit does to their packets, and what to
+// do instead. The dashboard and the operator's endpoints have no TLS, so
+// the way in from another machine is an SSH tunnel to the loopback port
+// (the same command in docs/HARDWARE.md and docs/SECURITY.md).
+func beyondLoopback(path, addr, port string) string {
+	if path == "http.listen" {
+		return fmt.Sprintf("%s is reachable from other machines (the default is 127.0.0.1), but the shipped systemd unit's %s drop their packets, "+
+			"and HTTP has no TLS (a reset from there is refused): keep 127.0.0.1:%s and reach it over SSH: "+
+			"ssh -N -L %s:127.0.0.1:%s USER@ROBOT, then open http://127.0.0.1:%s/ (docs/HARDWARE.md)", addr, unitIPRules, port, port, port, port)
+	}
+	return fmt.Sprintf("%s is reachable from other machines (the default is 127.0.0.1), but the shipped systemd unit's %s drop their packets: "+
+		"allow their addresses (systemctl edit saga-supervisor: IPAddressAllow=192.168.1.0/24, say)", addr, unitIPRules)
 }
 
 func validHostname(h string) bool {

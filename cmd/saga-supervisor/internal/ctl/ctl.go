@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"net/netip"
@@ -27,6 +28,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/client"
 	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
+	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/credentials"
 	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -77,8 +79,12 @@ github.com/saga-supervisor/saga-supervisor/client (or any MQTT client).
 
 --config FILE reads the supervisor's config file (/etc/saga-supervisor/config.yaml
 under systemd) for its broker, device, prefix, CA file, credentials dir and HTTP
-address, so that ctl talks to that supervisor; flags given win. Only the file
-itself is read, never the secrets it names.
+address, so that ctl talks to that supervisor; flags given win. Its relative
+paths resolve against its state_dir, as the daemon's do, so ctl finds the
+agent's password (credentials_dir/<agent>, embedded broker or mosquitto alike)
+from any directory. Only the file itself is read, never the secrets it names.
+A controller running as another user than the supervisor's gets its own copy
+of its password: saga-supervisor credentials -h.
 
 When the supervisor is halted, status, hello, run-saga, watch and reset say so
 first, with the reason and how to reset ("WARNING: the supervisor is HALTED: ...");
@@ -137,12 +143,14 @@ func (g *globals) register(fs *flag.FlagSet) {
 // given on the command line (set) should be to reach that supervisor. It
 // parses the file's layout only: the secrets it names (the operator token,
 // the supervisor's own MQTT password) are the daemon's, not ctl's to read.
-// Relative paths in it are relative to ctl's working directory, as the
-// daemon's are to its own.
+// Its relative paths resolve as the daemon's do, against its state_dir
+// (config.ResolvePath), so ctl finds the same files from any directory.
+// The credentials dir is taken for an external broker too: it is where
+// mosquitto-config writes the logins' passwords.
 func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
 	data, err := os.ReadFile(g.configFile)
 	if err != nil {
-		return fmt.Errorf("--config: %w", err)
+		return fmt.Errorf("--config: %w", credentials.Unreadable(g.configFile, "", err))
 	}
 	cfg, err := config.ParseLayout(data, g.configFile)
 	if err != nil {
@@ -165,9 +173,7 @@ func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
 	take("device", &g.device, cfg.Device)
 	take("prefix", &g.prefix, cfg.MQTT.Prefix)
 	take("ca-file", &g.caFile, cfg.MQTT.TLS.CAFile)
-	if cfg.MQTT.Embedded() {
-		take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
-	}
+	take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
 	if cfg.HTTP.Listen != "" {
 		take("http", httpURL, "http://"+loopback(cfg.HTTP.Listen))
 	}
@@ -427,15 +433,21 @@ func (g *globals) options() (client.Options, error) {
 	}
 	passwordFile := g.passwordFile
 	if passwordFile == "" && g.username == "" && g.credentials != "" {
-		// The password the supervisor generated for this agent, if any.
-		if p := filepath.Join(g.credentials, g.agent); fileExists(p) {
+		// The password generated for this agent (by the embedded broker or
+		// mosquitto-config), if there is one. One this user may not read
+		// is an error that says whose it is, not a silent anonymous login.
+		p := filepath.Join(g.credentials, g.agent)
+		switch _, err := os.Stat(p); {
+		case err == nil:
 			passwordFile, opt.Username = p, g.agent
+		case errors.Is(err, fs.ErrPermission):
+			return opt, fmt.Errorf("agent %s's password %s: %w", g.agent, p, credentials.Unreadable(p, g.agent, err))
 		}
 	}
 	if passwordFile != "" {
 		pw, err := readSecret(passwordFile)
 		if err != nil {
-			return opt, fmt.Errorf("password file %s: %w", passwordFile, err)
+			return opt, fmt.Errorf("password file %s: %w", passwordFile, credentials.Unreadable(passwordFile, g.agent, err))
 		}
 		opt.Password = pw
 	}

@@ -398,12 +398,23 @@ actuators:
 `), 0o600)
 	emb := filepath.Join(dir, "emb.yaml")
 	os.WriteFile(emb, []byte(`device: arm2
+state_dir: /var/lib/saga-supervisor
 mqtt:
   listen: 127.0.0.1:1884
   auth:
-    credentials_dir: /var/lib/saga-supervisor/creds
+    credentials_dir: creds
 http:
   listen: ""
+actuators:
+  base: {kind: servo, driver: sim, min: 0, max: 1}
+`), 0o600)
+	// An external broker's logins are where mosquitto-config wrote them.
+	mosq := filepath.Join(dir, "mosq.yaml")
+	os.WriteFile(mosq, []byte(`device: arm3
+state_dir: /srv/robot
+mqtt:
+  broker: tcp://127.0.0.1:1883
+  auth: {credentials_dir: mqtt/credentials}
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `), 0o600)
@@ -417,6 +428,7 @@ actuators:
 		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://127.0.0.1:9090"},
 		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag"},
 		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag"},
+		{mosq, nil, "tcp://127.0.0.1:1883", "arm3", "saga/v1", "", "/srv/robot/mqtt/credentials", "http://127.0.0.1:8080"},
 	} {
 		g := defaultGlobals()
 		g.configFile = tc.file

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -158,11 +157,6 @@ func opHello(ctx context.Context, opt client.Options, out *output) error {
 		fmt.Fprintln(out.w, "bye: lease ended")
 	}
 	return nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // opResetHTTP resets over the supervisor's HTTP API, as an operator does:

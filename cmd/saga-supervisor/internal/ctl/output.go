@@ -53,7 +53,7 @@ func (o *output) done(op, text string) {
 // a refusal or failure (also printed as JSON with --json).
 func (o *output) fail(what string, err error) error {
 	if errors.Is(err, client.ErrLoginRefused) {
-		err = fmt.Errorf("%w\n  log in as an agent the supervisor knows: --agent NAME with --password-file FILE, or run ctl where the\n  supervisor runs, which reads the password it generated from --credentials (default ./saga-data/mqtt/credentials/<agent>)", err)
+		err = fmt.Errorf("%w\n  log in as an agent the supervisor knows: --agent NAME with --password-file FILE, or give --config with the\n  supervisor's config, whose credentials_dir holds <agent>'s password (--credentials DIR: default ./saga-data/mqtt/credentials)", err)
 	}
 	if o.json {
 		j := o.withHalt(map[string]any{"ok": false, "op": what, "error": err.Error()})
