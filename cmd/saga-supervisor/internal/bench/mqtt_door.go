@@ -224,7 +224,7 @@ func benchDoorConfig(device, journal string, actuators []string) (*config.Config
 	fmt.Fprintf(&b, "unwind:\n  max_saga_commands: 1000000\n")
 	fmt.Fprintf(&b, "leases:\n  default_ttl: 60s\n  max_ttl: 60s\n")
 	fmt.Fprintf(&b, "agents:\n  max: %d\n", len(actuators)+8)
-	fmt.Fprintf(&b, "http:\n  listen: \"\"\n")
+	fmt.Fprintf(&b, "http:\n  listen: \"\"\n  reset_token_file: \"\"\n") // its token is set below
 	fmt.Fprintf(&b, "sim:\n  world: \"\"\n")
 	fmt.Fprintf(&b, "actuators:\n")
 	for _, name := range actuators {
