@@ -177,8 +177,10 @@ func runBannerCommands(t *testing.T, d *dayOne, banner string) map[string]int {
 			d.httpHalt("the banner test")
 			kind = "reset"
 		}
-		out := d.mustSh(c)
+		out, err := d.sh(c)
 		switch {
+		case err != nil:
+			t.Errorf("the printed command does not work as printed (%v):\n  %s\n%s", err, c, out)
 		case kind == "mosquitto_rr" && !strings.Contains(out, `"ok":true`):
 			t.Errorf("the printed mosquitto_rr got no status:\n  %s\n%s", c, out)
 		case kind == "reset":
