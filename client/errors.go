@@ -35,6 +35,13 @@ var (
 	// wrong password, a user it does not know, or (the embedded broker) a
 	// client id other than the username. Dial wraps it.
 	ErrLoginRefused = errors.New("client: the broker refused the login")
+	// ErrWillRefused: the broker took the login but refused the
+	// connection's last will on the agent's will topic: its ACL (the
+	// locked embedded broker's) does not give this agent that topic,
+	// because Device or Prefix is not the one its supervisor serves. Dial
+	// tells it from ErrLoginRefused by connecting once more without the
+	// will, only after a refusal.
+	ErrWillRefused = errors.New("client: the broker refused the agent's will topic")
 	// ErrForbidden: the supervisor's configuration does not let this agent
 	// do this (FORBIDDEN): an op or actuator agents.allow does not give
 	// it, a reset over MQTT while that is off, or a reset on a supervisor

@@ -76,6 +76,9 @@ type Dashboard struct {
 	Refused   []TailRecord      `json:"refused"`
 	Refusals  map[string]uint64 `json:"refusal_counts"`
 	TailError string            `json:"journal_tail_error,omitempty"`
+	// ResetTokenFile is where the operator token is kept (the path, never
+	// the token), for the reset box; omitted when it is not in a file.
+	ResetTokenFile string `json:"reset_token_file,omitempty"`
 }
 
 // DashActuator is an actuator's configuration and reading for the page.
@@ -233,7 +236,7 @@ func (h *dashHub) build() Dashboard {
 			st.Reasons = append([]string{r}, st.Reasons...)
 		}
 	}
-	d := Dashboard{At: now, StatusAt: at, Status: st, Sagas: []DashSaga{}, Refusals: h.refusalCounts()}
+	d := Dashboard{At: now, StatusAt: at, Status: st, Sagas: []DashSaga{}, Refusals: h.refusalCounts(), ResetTokenFile: s.opt.ResetTokenFile}
 	d.Journal, d.Refused, d.TailError = h.tail.snapshot()
 	byName := map[string]ActuatorStatus{}
 	for _, a := range st.Actuators {

@@ -56,6 +56,7 @@ func Start(t testing.TB, dir string, mod func(*config.Config)) *Daemon {
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	cfg.HTTP.ResetToken = Token
+	cfg.HTTP.ResetTokenFile = "" // the token is the test's, in no file
 	if mod != nil {
 		mod(cfg)
 	}

@@ -30,9 +30,10 @@ const DefaultName = "default.yaml"
 
 // Default returns a fresh copy of the embedded default configuration. It
 // would panic only if DefaultYAML did not parse, which TestDefault rules out
-// for every build.
+// for every build. It reads no file: its operator token, generated, is
+// read (or created) by the daemon at start (daemon.EnsureResetToken).
 func Default() *Config {
-	c, err := Parse(DefaultYAML, DefaultName)
+	c, err := parse(&decoder{file: DefaultName, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}, defaultConfig: true}, DefaultYAML)
 	if err != nil {
 		panic("config: the embedded default does not parse: " + err.Error())
 	}
@@ -296,7 +297,21 @@ type HTTP struct {
 	// page cannot rebind its own DNS name to this address and speak to the
 	// supervisor as if it were its own origin.
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// GenerateResetToken: the token in ResetTokenFile is the supervisor's
+	// own. `run` creates the file at start when it is missing (a random
+	// token, mode 0600) and uses the one it finds otherwise, never
+	// replacing it; Parse and Load leave ResetToken empty for it (see
+	// daemon.EnsureResetToken). Default true; false: a named file must exist.
+	GenerateResetToken bool `yaml:"generate_reset_token"`
 }
+
+// OperatorTokenFile is where the operator token is kept: the file the
+// daemon reads it from (and, with generate_reset_token, creates), which
+// `ctl reset` reads when given no token, and which the banner and the
+// dashboard name. "" when there is none: an inline reset_token, or no
+// token at all. A relative path was resolved against state_dir by Parse,
+// as every path of the config is.
+func (h HTTP) OperatorTokenFile() string { return h.ResetTokenFile }
 
 // Sim configures the simulated world.
 type Sim struct {

@@ -99,7 +99,7 @@ func defaults() *Config {
 			HomeAssistant: HomeAssistant{DiscoveryPrefix: "homeassistant", User: "homeassistant"},
 			Fleet:         Fleet{Period: 5 * time.Second},
 		},
-		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:      HTTP{Listen: "127.0.0.1:8080", ResetTokenFile: DefaultResetTokenFile, GenerateResetToken: true},
 		Sim:       Sim{World: "./saga-data/world"},
 		Approvals: Approvals{MaxTTL: approval.DefaultMaxTTL},
 	}
@@ -121,8 +121,17 @@ func (a *Actuator) setDefaults() {
 	}
 }
 
+// DefaultResetTokenFile is http.reset_token_file's default: the operator
+// token beside the journal and the MQTT credentials, generated at the
+// first start (http.generate_reset_token).
+const DefaultResetTokenFile = "./saga-data/operator-token"
+
 // complete fills the defaults that depend on other settings.
 func (d *decoder) complete(c *Config) {
+	if c.HTTP.ResetToken != "" && !d.set("http.reset_token_file") {
+		// An inline token is the operator's: no file to read or generate.
+		c.HTTP.ResetTokenFile = ""
+	}
 	if !c.MQTT.Embedded() && !d.set("mqtt.listen") {
 		c.MQTT.Listen = ""
 	}
@@ -626,10 +635,19 @@ func (d *decoder) validateHTTP(h HTTP) {
 	}
 	d.validateSecret("http.reset_token", h.ResetToken, "http.reset_token_file", h.ResetTokenFile)
 	if h.ResetToken != "" && h.ResetTokenFile == "" && d.ok("http.reset_token") {
-		if err := checkResetToken(h.ResetToken); err != nil {
+		if err := CheckResetToken(h.ResetToken.Reveal()); err != nil {
 			d.errorf("http.reset_token", "%v", err)
 		}
 	}
+	if h.ResetToken != "" || h.ResetTokenFile != "" || !d.ok("http.reset_token_file") {
+		return
+	}
+	// No token at all: a halt could never be reset.
+	if d.set("http.generate_reset_token") && h.GenerateResetToken {
+		d.errorf("http.generate_reset_token", "needs reset_token_file: the file the generated token is kept in (e.g. %s)", DefaultResetTokenFile)
+		return
+	}
+	d.warnf("http.reset_token_file", "no operator token: a halt can never be reset (NO_OPERATOR_TOKEN); set reset_token_file (e.g. %s, generated at start)", DefaultResetTokenFile)
 }
 
 // MinResetTokenLen is the shortest operator token accepted: 32 bytes, so
@@ -637,10 +655,10 @@ func (d *decoder) validateHTTP(h HTTP) {
 // an agent's request rate is the only limit).
 const MinResetTokenLen = 32
 
-// checkResetToken refuses a token too short to resist guessing, or one an
-// "Authorization: Bearer <token>" header cannot carry as it is.
-func checkResetToken(s Secret) error {
-	t := s.Reveal()
+// CheckResetToken refuses a token too short to resist guessing, or one an
+// "Authorization: Bearer <token>" header cannot carry as it is: the rule
+// for a token in a file, inline, or generated.
+func CheckResetToken(t string) error {
 	if len(t) < MinResetTokenLen {
 		return fmt.Errorf("the reset token is %d bytes: it must be at least %d (e.g. openssl rand -hex 32)", len(t), MinResetTokenLen)
 	}
@@ -677,9 +695,18 @@ func (d *decoder) readSecrets(c *Config) {
 		if s.file == "" || !d.ok(s.path) {
 			continue
 		}
+		if s.into == &c.HTTP.ResetToken && c.HTTP.GenerateResetToken {
+			// A generated token that is not there yet is created at start
+			// (daemon.EnsureResetToken); one that is there is checked now.
+			// The embedded default's is left to the daemon: Default reads
+			// nothing from the working directory.
+			if d.defaultConfig || missing(s.file) {
+				continue
+			}
+		}
 		v, err := readSecret(s.file)
 		if err == nil && s.into == &c.HTTP.ResetToken {
-			if err = checkResetToken(v); err != nil {
+			if err = CheckResetToken(v.Reveal()); err != nil {
 				err = fmt.Errorf("%s: %w", s.file, err)
 			}
 		}

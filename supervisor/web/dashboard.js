@@ -85,6 +85,11 @@ function render(d) {
     $("halt-reason").textContent = "";
   }
   $("reasons").replaceChildren(...(st.reasons || []).map((r) => el("li", null, r)));
+  // Where the operator finds the token: the path only, never the token.
+  $("token-where").textContent = d.reset_token_file
+    ? "the operator token is in " + d.reset_token_file
+    : "";
+  $("token-where").title = d.reset_token_file || "";
   $("asof").textContent = "as of " + new Date(d.at).toLocaleTimeString();
 
   renderActuators(d);
