@@ -162,7 +162,14 @@ class Rig:
     """
 
     def __init__(
-        self, binary: str, kind: str, root: Path, *, approval_pub: Optional[Path] = None, tls: Optional[Tuple[Path, Path]] = None
+        self,
+        binary: str,
+        kind: str,
+        root: Path,
+        *,
+        approval_pub: Optional[Path] = None,
+        tls: Optional[Tuple[Path, Path]] = None,
+        shipped_paths: bool = False,
     ) -> None:
         self.binary = binary
         self.kind = kind
@@ -176,20 +183,24 @@ class Rig:
         token.chmod(0o600)
         self.token = token.read_text().strip()
         text = (REPO / "configs" / "default.yaml").read_text()
-        for old, new in [
-            ("  dir: ./saga-data/journal", f"  dir: {root / 'journal'}"),
-            ("  world: ./saga-data/world", f"  world: {root / 'world'}"),
-            ("  listen: 127.0.0.1:8080", f"  listen: {self.http}"),
-            ('  reset_token_file: ""', f"  reset_token_file: {token}"),
-            ("sim: {slew: 720}", "sim: {slew: 0}"),
-            (SHIPPED_ALLOW, AGENTS_ALLOW),
-            ("    password_file: ./saga-data/mqtt/passwd", f"    password_file: {root / 'mqtt' / 'passwd'}"),
-            ("    credentials_dir: ./saga-data/mqtt/credentials", f"    credentials_dir: {root / 'mqtt' / 'credentials'}"),
-        ]:
+        changes = [("  listen: 127.0.0.1:8080", f"  listen: {self.http}")]
+        if not shipped_paths:
+            # shipped_paths keeps the default's ./saga-data/..., in the
+            # daemon's working directory (root), as `saga-supervisor run`.
+            changes += [
+                ("  dir: ./saga-data/journal", f"  dir: {root / 'journal'}"),
+                ("  world: ./saga-data/world", f"  world: {root / 'world'}"),
+                ('  reset_token_file: ""', f"  reset_token_file: {token}"),
+                ("sim: {slew: 720}", "sim: {slew: 0}"),
+                (SHIPPED_ALLOW, AGENTS_ALLOW),
+                ("    password_file: ./saga-data/mqtt/passwd", f"    password_file: {root / 'mqtt' / 'passwd'}"),
+                ("    credentials_dir: ./saga-data/mqtt/credentials", f"    credentials_dir: {root / 'mqtt' / 'credentials'}"),
+            ]
+        for old, new in changes:
             text = _replace(text, old, new)
         if kind == "embedded":
             text = _replace(text, "  listen: 127.0.0.1:1883", f"  listen: {self.broker_addr}")
-            self.credentials = root / "mqtt" / "credentials"
+            self.credentials = root / ("saga-data/mqtt/credentials" if shipped_paths else "mqtt/credentials")
         elif kind == "mosquitto":
             mq = root / "mq"
             sup = f"saga-supervisor-{DEVICE}"
