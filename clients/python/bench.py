@@ -82,6 +82,10 @@ class Daemon:
             ("  listen: 127.0.0.1:1883", f"  listen: {self.broker[len('tcp://'):]}"),
             ("  durability: every-step", f"  durability: {durability}"),
             ("sim: {slew: 720}", "sim: {slew: 0}"),
+            # The agents' rate limits are lifted to the bounds: a round trip
+            # is measured here, not the limiter (1000 steps/s by default).
+            ("  rate: 1000 ", "  rate: 100000 "),
+            ("  burst: 200 ", "  burst: 100000 "),
             ("    planner: {}      # the demo's controller: everything but reset\n", "    planner: {}\n    raw: {}\n"),
             ("    password_file: ./saga-data/mqtt/passwd", f"    password_file: {root / 'mqtt' / 'passwd'}"),
             ("    credentials_dir: ./saga-data/mqtt/credentials", f"    credentials_dir: {root / 'mqtt' / 'credentials'}"),

@@ -107,6 +107,33 @@ def test_requests_encode_as_go_does() -> None:
     assert ops == set(_wire.OP_FIELDS), "docs/API.md shows an op this client does not know, or lacks one"
 
 
+# What Go's encoding/json writes for each float64 (go run of json.Marshal).
+GO_FLOATS = {
+    30.0: "30",
+    75.5: "75.5",
+    -0.0: "-0",
+    1e-7: "1e-7",
+    -1.5e-7: "-1.5e-7",
+    1e21: "1e+21",
+    1.5e300: "1.5e+300",
+    1e20: "100000000000000000000",
+    123456789012345678.0: "123456789012345680",
+    1e-5: "0.00001",
+    2.5e-6: "0.0000025",
+    1e-6: "0.000001",
+    0.1: "0.1",
+    5e-324: "5e-324",
+    1.7976931348623157e308: "1.7976931348623157e+308",
+    1e16: "10000000000000000",
+}
+
+
+def test_numbers_encode_as_go_does() -> None:
+    for v, want in GO_FLOATS.items():
+        assert _wire.go_float(v) == want, v
+        assert float(want) == v
+
+
 @pytest.mark.parametrize(
     "req, code",
     [
