@@ -189,6 +189,7 @@ class Rig:
             # daemon's working directory (root), as `saga-supervisor run`.
             changes += [
                 ("  dir: ./saga-data/journal", f"  dir: {root / 'journal'}"),
+                ("  segment_size: 16MiB", "  segment_size: 1MiB"),  # preallocated: 16 MiB a test adds up
                 ("  world: ./saga-data/world", f"  world: {root / 'world'}"),
                 ('  reset_token_file: ""', f"  reset_token_file: {token}"),
                 ("sim: {slew: 720}", "sim: {slew: 0}"),
@@ -303,10 +304,15 @@ class Rig:
         return Client(self.broker, device=DEVICE, agent=agent, credentials_dir=self.credentials, **kw)
 
     def close(self, failed: bool) -> None:
-        """Stop everything; print the logs if the test failed."""
+        """Stop everything; print the logs if the test failed, else remove
+        the journal (pytest keeps the temporary directories of the last
+        runs)."""
         self.daemon.stop()
         if self.mosquitto is not None:
             self.mosquitto.stop()
+        if not failed:
+            shutil.rmtree(self.root / "journal", ignore_errors=True)
+            shutil.rmtree(self.root / "saga-data" / "journal", ignore_errors=True)
         if failed:
             sys.stderr.write(f"--- supervisor log (end):\n{self.daemon.tail()}\n")
             if self.mosquitto is not None:

@@ -433,7 +433,7 @@ class Client:
         username = self._username
         if username is None and password is not None:
             username = self._agent
-        mc = _paho.new_client(self._client_id, self)
+        mc = _paho.new_client(self._client_id, _PahoHandler(self))
         # The will: this agent's will topic, QoS 1, not retained, carrying
         # the token our hello names (docs/API.md, "The will").
         mc.will_set(self._topics.will(self._agent), self._will, qos=1, retain=False)
@@ -539,9 +539,9 @@ class Client:
             mc.loop_stop()
 
     # ------------------------------------------------------------------
-    # paho's callbacks (the network thread): _paho.Handler
+    # paho's callbacks, on its network thread (through _PahoHandler)
 
-    def on_connected(self, rc: int) -> None:
+    def _on_connected(self, rc: int) -> None:
         """paho: a CONNACK arrived."""
         if rc != 0:
             if rc in _paho.LOGIN_REFUSED_CODES:
@@ -561,14 +561,14 @@ class Client:
         if self._watching:
             self._subscribe_watch()
 
-    def on_disconnected(self, rc: int) -> None:
+    def _on_disconnected(self, rc: int) -> None:
         """paho: the connection ended."""
         self._ready.clear()
         self._disconnected.set()
         if not self._closed and rc != 0:
             log.info("disconnected from %s (rc %d); reconnecting", self._broker, rc)
 
-    def on_subscribed(self, mid: int, granted: List[int]) -> None:
+    def _on_subscribed(self, mid: int, granted: List[int]) -> None:
         """paho: a SUBACK arrived."""
         if mid == self._reply_mid:
             if any(g >= 0x80 or g < 0 for g in granted):
@@ -589,7 +589,7 @@ class Client:
             # subscribes from a user's thread).
             self._watch_subscribed.set()
 
-    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+    def _on_message(self, topic: str, payload: bytes, retained: bool) -> None:
         """paho: a message arrived."""
         if topic == self._reply_topic:
             self._on_reply(payload)
@@ -1010,6 +1010,28 @@ class Client:
     def _forget_watch(self, w: Watch) -> None:
         with self._lock:
             self._watchers.discard(w)
+
+
+class _PahoHandler:
+    """Hands paho's callbacks to a client's private methods (so that they
+    are no part of the client's public interface)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c: Client) -> None:
+        self._c = c
+
+    def on_connected(self, rc: int) -> None:
+        self._c._on_connected(rc)
+
+    def on_disconnected(self, rc: int) -> None:
+        self._c._on_disconnected(rc)
+
+    def on_subscribed(self, mid: int, granted: List[int]) -> None:
+        self._c._on_subscribed(mid, granted)
+
+    def on_message(self, topic: str, payload: bytes, retained: bool) -> None:
+        self._c._on_message(topic, payload, retained)
 
 
 class Saga:
