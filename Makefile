@@ -15,7 +15,7 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size
+.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size python-test python-bench
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -29,6 +29,7 @@ TESTPKGS = $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
 test: lint
 	$(GO) test -race -short -count=1 $(TESTPKGS)
 	$(MAKE) hil
+	$(MAKE) python-test
 
 # LONG_TESTS run short (or not at all) under -short, and in full here; the
 # list is kept whole by internal/longtest (TestLongTestsAreListed).
@@ -86,6 +87,20 @@ size: cross
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-amd64 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o bin/saga-supervisor-linux-arm64.unstripped $(PKG)
 	GO=$(GO) SIZE_BUDGET=$(SIZE_BUDGET) bash scripts/size.sh
+
+# python-test checks the Python client (clients/python) with Debian's
+# Python: mypy --strict over the package, its tests and the example, then
+# its tests (pytest) against the binary built here, on the embedded broker
+# and on mosquitto. Under CI=true a missing tool fails them, never skips.
+# python-bench measures a step's round trip through the Python client and
+# through the Go client in one run, and prints their ratio.
+PYTHON ?= /usr/bin/python3
+python-test: build
+	cd clients/python && $(PYTHON) -m mypy --strict src tests bench.py ../../examples/python
+	cd clients/python && SAGA_BIN=$(abspath $(BIN)) PYTHONPATH=src $(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+python-bench: build
+	SAGA_BIN=$(abspath $(BIN)) PYTHONPATH=clients/python/src $(PYTHON) clients/python/bench.py
 
 # hil runs the hardware-in-the-loop scenarios of hil-tests/ (docs/HIL.md)
 # against the real binary, which the tests build: on simulated boards over
