@@ -359,10 +359,13 @@ func TestDayOneMosquitto(t *testing.T) {
 	ports := stablePorts(t, 2)
 	brokerAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	mq := filepath.Join(dir, "mosquitto")
+	// state_dir is the test's directory, so that mosquitto-config (run
+	// from here) and the daemon (run there) name the same credentials.
 	defaultConfigAt(t, dir, `""`, httpAddr,
+		"\nstate_dir: .\n", "\nstate_dir: "+dir+"\n",
 		"  broker: embedded", "  broker: tcp://"+brokerAddr,
 		`  username: ""`, "  username: saga-supervisor-arm1",
-		`  password_file: ""`, "  password_file: "+filepath.Join(mq, "credentials", "saga-supervisor-arm1"))
+		`  password_file: ""`, "  password_file: saga-data/mqtt/credentials/saga-supervisor-arm1")
 	if out, code := run(t, "mosquitto-config", "--config", filepath.Join(dir, "arm.yaml"), "--out", mq, "--listen", brokerAddr); code != 0 {
 		t.Fatalf("mosquitto-config: exit %d\n%s", code, out)
 	}

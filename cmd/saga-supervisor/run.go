@@ -209,20 +209,23 @@ func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, b
 	if len(names) > 0 {
 		fmt.Fprintf(w, "Agents allowed (agents.allow): %s. Each logs in as its own name, client id <name> or <name>/<tag>.\n", strings.Join(names, ", "))
 	}
-	// The agent's password: where the supervisor wrote it (embedded), or
-	// where mosquitto-config did, beside the supervisor's own.
+	// The agent's password: in credentials_dir, where the supervisor wrote
+	// it (embedded) or mosquitto-config did (an external broker); ctl
+	// --config reads it from there too.
 	password, ctlLogin := "", ""
 	switch {
 	case locked:
 		password = emb.CredentialsDir + "/" + agent
 	case emb == nil && cfg.MQTT.Username != "":
-		password = filepath.Join(filepath.Dir(cfg.MQTT.PasswordFile), agent)
-		if cfg.MQTT.PasswordFile == "" || !fileExists(password) {
-			fmt.Fprintf(w, "Agents log in to %s with their own passwords (saga-supervisor mosquitto-config writes them to DIR/credentials/<agent>):\n"+
-				"give ctl --agent NAME --password-file FILE, and mosquitto_rr -u NAME -P PASSWORD.\n", brokerURL)
+		password = filepath.Join(cfg.MQTT.Auth.CredentialsDir, agent)
+		if cfg.MQTT.Auth.CredentialsDir == "" || !fileExists(password) {
+			fmt.Fprintf(w, "Agents log in to %s with their own passwords (saga-supervisor mosquitto-config writes them to %s/<agent>):\n"+
+				"give ctl --agent NAME --password-file FILE, and mosquitto_rr -u NAME -P PASSWORD.\n", brokerURL, cfg.MQTT.Auth.CredentialsDir)
 			return
 		}
-		ctlLogin = " --password-file " + cli.ShellQuote(password)
+		if !strings.Contains(ctlCmd, "--config") {
+			ctlLogin = " --password-file " + cli.ShellQuote(password)
+		}
 	}
 	if agent != "ctl" {
 		ctlLogin = " --agent " + agent + ctlLogin
