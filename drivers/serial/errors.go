@@ -38,6 +38,7 @@ const (
 	CodeHandshake Code = "SERIAL_HANDSHAKE"  // the MCU's HELLO_ACK is unusable
 	CodeMCUFault  Code = "SERIAL_MCU_FAULT"  // the MCU reports fault flags
 	CodeConfig    Code = "SERIAL_CONFIG"     // the Config is invalid
+	CodeTable     Code = "SERIAL_TABLE"      // the MCU's channel table disagrees with Config.Expect: a channel missing, or its kind, polarity or range
 )
 
 // ErrMismatch is wrapped by a Set whose SET_ACK reports a value further

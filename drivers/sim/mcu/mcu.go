@@ -77,6 +77,9 @@ type Options struct {
 	// FrameGap: a partial frame followed by this much silence is given up
 	// (default DefaultFrameGap), as docs/SERIAL.md asks of both ends.
 	FrameGap time.Duration
+	// DescribeUnsupported makes the MCU answer DESCRIBE with NAK
+	// UNSUPPORTED, as firmware written before DESCRIBE does.
+	DescribeUnsupported bool
 	// SupplyRanges, if given, has one entry per supply: each telemetry
 	// raises serial.FaultSupply while a supply is outside its range and
 	// clears it once all are inside, as the reference firmware does.
@@ -614,6 +617,9 @@ func (m *MCU) processLocked(f serial.Frame) []byte {
 		m.stats.Pings++
 		return reply(f.Seq, serial.TypePong, serial.Pong{Faults: m.faultsLocked()})
 	case serial.TypeDescribe:
+		if m.opts.DescribeUnsupported {
+			break
+		}
 		var r serial.DescribeRequest
 		if nak := m.decodeChannelLocked(f, &r, &r.Channel); nak != nil {
 			return nak
