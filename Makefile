@@ -15,7 +15,8 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size python-test python-bench
+.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size \
+	python-test python-bench firmware firmware-test firmware-fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -28,6 +29,7 @@ build:
 TESTPKGS = $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
 test: lint
 	$(GO) test -race -short -count=1 $(TESTPKGS)
+	$(MAKE) firmware firmware-test
 	$(MAKE) hil
 	$(MAKE) python-test
 
@@ -35,7 +37,8 @@ test: lint
 # list is kept whole by internal/longtest (TestLongTestsAreListed).
 LONG_TESTS := TestTorture TestHostile TestRSSBackNearIdleAfterAFlood \
 	TestRepliesInOrderAcrossSIGSTOP TestBenchMQTT TestFleetOfTwentyOnMosquitto \
-	TestEncodeMaxReports TestCrashRandomSeeds TestCheckProperties TestSuiteCatchesMutants
+	TestEncodeMaxReports TestCrashRandomSeeds TestCheckProperties TestSuiteCatchesMutants \
+	TestDifferentialRandom
 empty :=
 space := $(empty) $(empty)
 
@@ -45,7 +48,25 @@ space := $(empty) $(empty)
 test-long:
 	$(GO) test -race -count=1 -timeout 30m -run '^($(subst $(space),|,$(strip $(LONG_TESTS))))$$' $(TESTPKGS)
 	$(MAKE) fuzz
+	$(MAKE) firmware-fuzz
 	$(MAKE) check
+
+# firmware builds the MCU firmware (firmware/saga_mcu, docs/SERIAL.md
+# section 10) for the ATmega328P with Debian's gcc-avr and avr-libc into
+# firmware/build/, prints its flash and RAM use and fails over budget (12
+# KiB flash, 1 KiB static RAM). firmware-test builds its protocol core for
+# the host with gcc, clang and ASan+UBSan (-Werror) and runs the
+# differential test (drivers/sim/mcu) against the sanitised build.
+# firmware-fuzz runs the core under libFuzzer for FIRMWARE_FUZZ_SECONDS.
+FIRMWARE_FUZZ_SECONDS ?= 30
+firmware:
+	$(MAKE) -C firmware all
+
+firmware-test:
+	$(MAKE) -C firmware test GO=$(GO)
+
+firmware-fuzz:
+	$(MAKE) -C firmware fuzz FUZZ_SECONDS=$(FIRMWARE_FUZZ_SECONDS)
 
 # check model-checks the real engine, journal and recovery (docs/PROOF.md):
 # every case up to 6 steps, two interleaved sagas, a power cut before every
@@ -199,3 +220,4 @@ print-%:
 
 clean:
 	rm -rf bin $(DIST)
+	$(MAKE) -C firmware clean
