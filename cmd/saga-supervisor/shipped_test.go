@@ -369,6 +369,11 @@ func checkDocPathsExist(t *testing.T, tr tree) (problems []string) {
 					if tr.exists(p) {
 						continue
 					}
+					// What make firmware writes is not in a checkout: its
+					// Makefile must still be there to write it.
+					if strings.HasPrefix(p, "firmware/build/") && tr.exists("firmware/Makefile") {
+						continue
+					}
 					problems = append(problems, fmt.Sprintf("%s:%d: names %s, which does not exist", rel, n+1, p))
 				}
 			}
