@@ -191,7 +191,7 @@ class Rig:
                 ("  dir: ./saga-data/journal", f"  dir: {root / 'journal'}"),
                 ("  segment_size: 16MiB", "  segment_size: 1MiB"),  # preallocated: 16 MiB a test adds up
                 ("  world: ./saga-data/world", f"  world: {root / 'world'}"),
-                ('  reset_token_file: ""', f"  reset_token_file: {token}"),
+                ("  reset_token_file: ./saga-data/operator-token", f"  reset_token_file: {token}"),
                 ("sim: {slew: 720}", "sim: {slew: 0}"),
                 (SHIPPED_ALLOW, AGENTS_ALLOW),
                 ("    password_file: ./saga-data/mqtt/passwd", f"    password_file: {root / 'mqtt' / 'passwd'}"),
@@ -230,7 +230,8 @@ class Rig:
         mosq = need_tool("mosquitto", "/usr/sbin/mosquitto")
         mq = self.root / "mq"
         out = subprocess.run(
-            [self.binary, "mosquitto-config", "--config", str(self.config), "--out", str(mq), "--listen", self.broker_addr],
+            [self.binary, "mosquitto-config", "--config", str(self.config), "--out", str(mq), "--listen", self.broker_addr,
+             "--credentials", str(mq / "credentials")],
             capture_output=True,
             text=True,
             timeout=60,

@@ -20,7 +20,7 @@ The families follow api/codes.go, and the Go client's sentinel errors
     │   └── JournalFailedError JOURNAL_FAILED
     ├── PermissionDeniedError
     │   ├── UnauthorizedError UNAUTHORIZED
-    │   └── ForbiddenError    FORBIDDEN, NO_OPERATOR_TOKEN
+    │   └── ForbiddenError    FORBIDDEN, NO_OPERATOR_TOKEN, HOST_NOT_ALLOWED, ORIGIN_NOT_ALLOWED
     ├── LeaseError            TOO_MANY_LEASES, SHUTTING_DOWN
     │   └── LeaseLostError    LEASE_UNKNOWN, LEASE_EXPIRED, LEASE_NOT_HOLDER, and the client's own
     ├── SagaError             SAGA_NOT_OWNER, SAGA_BUSY, SAGA_FULL, TOO_MANY_SAGAS, DUPLICATE_ID
@@ -176,7 +176,8 @@ class UnauthorizedError(PermissionDeniedError):
 
 class ForbiddenError(PermissionDeniedError):
     """``FORBIDDEN`` (agents.allow does not give this op or actuator, or reset
-    over MQTT is off) or ``NO_OPERATOR_TOKEN``."""
+    over MQTT is off), ``NO_OPERATOR_TOKEN``, or the HTTP listener's
+    ``HOST_NOT_ALLOWED`` and ``ORIGIN_NOT_ALLOWED``."""
 
 
 class LeaseError(SagaSupervisorError):
@@ -287,6 +288,8 @@ CODES: Dict[str, Tuple[Type[SagaSupervisorError], bool]] = {
     "UNAUTHORIZED": (UnauthorizedError, True),
     "FORBIDDEN": (ForbiddenError, True),
     "NO_OPERATOR_TOKEN": (ForbiddenError, True),
+    "HOST_NOT_ALLOWED": (ForbiddenError, True),
+    "ORIGIN_NOT_ALLOWED": (ForbiddenError, True),
     "TOO_MANY_ATTEMPTS": (BackOffError, True),
     "LEASE_UNKNOWN": (LeaseLostError, True),
     "LEASE_EXPIRED": (LeaseLostError, True),
