@@ -15,7 +15,7 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size
+.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size avr-rig
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -105,6 +105,17 @@ SOAK_DURATION ?= 10m
 SOAK_SEED ?=
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./hil-tests/
+
+# avr-rig builds saga-avr-rig (firmware/rig/src/, docs/HIL.md "The emulated
+# AVR rig"): the firmware's ELF in simavr, in real time, its UART0 on a pty,
+# its pins measured. It needs cc, libsimavr-dev and libelf (Debian: simavr
+# libsimavr-dev libsimavrparts1); its tests also gcc-avr and avr-libc.
+AVR_RIG ?= bin/saga-avr-rig
+AVR_RIG_SRC := $(wildcard firmware/rig/src/*.c)
+AVR_RIG_CFLAGS ?= -std=c99 -Wall -Wextra -Werror -O2
+avr-rig:
+	@mkdir -p $(dir $(AVR_RIG))
+	$(CC) $(AVR_RIG_CFLAGS) -I/usr/include/simavr -o $(AVR_RIG) $(AVR_RIG_SRC) -lsimavr
 
 # install puts the binary, the systemd unit, the udev rules, the sysusers.d
 # and tmpfiles.d entries and the default config (never over an existing one)
