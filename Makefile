@@ -34,7 +34,7 @@ test: lint
 # list is kept whole by internal/longtest (TestLongTestsAreListed).
 LONG_TESTS := TestTorture TestHostile TestRSSBackNearIdleAfterAFlood \
 	TestRepliesInOrderAcrossSIGSTOP TestBenchMQTT TestFleetOfTwentyOnMosquitto \
-	TestEncodeMaxReports TestCrashRandomSeeds TestCheckProperties TestSuiteCatchesMutants
+	TestEncodeMaxReports TestCrashRandomSeeds TestCheckProperties TestSuiteCatchesMutants TestFigures
 empty :=
 space := $(empty) $(empty)
 

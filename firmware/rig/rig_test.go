@@ -51,6 +51,10 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			err = BuildAVR("testdata/blink.c", blinkELF)
 		}
+		if err == nil {
+			standinELF = filepath.Join(dir, "standin.elf")
+			err = BuildAVR("testdata/standin.c", standinELF)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
