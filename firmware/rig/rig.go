@@ -220,7 +220,8 @@ type Pin struct {
 	Wave       string `json:"wave"`
 	WaveHigh   uint64 `json:"wave_high_cycles"`
 	WavePeriod uint64 `json:"wave_period_cycles"`
-	Compare    string `json:"compare"` // the compare unit driving it (OC1A...), "" if none
+	LastEvent  uint64 `json:"last_event_cycle"` // the cycle of its last event
+	Compare    string `json:"compare"`          // the compare unit driving it (OC1A...), "" if none
 }
 
 // Pin returns the pin called name.
@@ -253,6 +254,7 @@ type Link struct {
 	CorruptedToMCU         uint64        `json:"corrupted_to_mcu"`
 	CorruptedToHost        uint64        `json:"corrupted_to_host"`
 	RefuseChannel          int           `json:"refuse_channel"`
+	RefuseValue            int32         `json:"refuse_value"`
 	Refused                uint64        `json:"refused"`
 	RefuseMissed           uint64        `json:"refuse_missed"`
 	RXDisabled             uint64        `json:"rx_disabled"`   // bytes that met RXEN0 off
@@ -390,6 +392,14 @@ func (c *Client) Corrupt(ctx context.Context, dir string, count, every int, mask
 // accepts, so that the firmware refuses them (NAK RANGE); -1 stops it.
 func (c *Client) Refuse(ctx context.Context, ch int) error {
 	return c.do(ctx, http.MethodPost, "/refuse", url.Values{"channel": {strconv.Itoa(ch)}}, nil)
+}
+
+// Rewrite makes SETs to channel ch reach the MCU with value milli
+// (thousandths of the unit) instead of what the host sent, their CRC
+// fixed: a valid frame the host never sent, as a CRC collision or a bug on
+// the way would make one. -1 stops it.
+func (c *Client) Rewrite(ctx context.Context, ch int, milli int32) error {
+	return c.do(ctx, http.MethodPost, "/refuse", url.Values{"channel": {strconv.Itoa(ch)}, "value": {strconv.Itoa(int(milli))}}, nil)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {

@@ -552,6 +552,10 @@ func TestRefuseAndTaps(t *testing.T) {
 	if got := b.echoRaw(set2); !bytes.Equal(got, set2) {
 		t.Errorf("a SET to another channel reached the MCU as %x, want %x unchanged", got, set2)
 	}
+	b.check(b.Rewrite(ctx, 3, 555))
+	if got, want := b.echoRaw(set3), frame(7, 0x02, 3, 0x2B, 0x02, 0, 0); !bytes.Equal(got, want) {
+		t.Errorf("a SET rewritten to 555 reached the MCU as %x, want %x", got, want)
+	}
 	b.check(b.Refuse(ctx, -1))
 	if got := b.echoRaw(set3); !bytes.Equal(got, set3) {
 		t.Errorf("with no channel refused, a SET reached the MCU as %x", got)
@@ -561,7 +565,7 @@ func TestRefuseAndTaps(t *testing.T) {
 	b.echoRaw(frame(0, 0x81, 1, 5, 1, 4, 0x41, 0x01, 100, 0, 2, 0))
 	b.echoRaw(frame(9, 0xA0, 2, 0, 0, 0))
 	l := b.pins().Link
-	if l.Refused != 1 || len(l.Sets) != 3 || l.Sets[0].A != 3 || l.Sets[0].Value != 0x7FFFFFFF || l.Sets[1].Value != 1000 {
+	if l.Refused != 2 || len(l.Sets) != 4 || l.Sets[0].A != 3 || l.Sets[0].Value != 0x7FFFFFFF || l.Sets[1].Value != 1000 || l.Sets[2].Value != 555 {
 		t.Errorf("refused %d; SETs the MCU received: %+v", l.Refused, l.Sets)
 	}
 	if l.HelloAck == nil || l.HelloAck.MaxDurationMS != 321 || l.HelloAck.Channels != 5 || l.Faults != 2 {

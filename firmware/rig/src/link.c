@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,7 @@ static struct {
 	long remaining, every, xor_mask, phase;
 } cor[2];
 static long refuse_channel = -1;
+static int32_t refuse_value = INT32_MAX;
 static uint64_t refused, refuse_missed;
 
 static uint8_t corrupt_byte(int d, uint8_t b)
@@ -275,11 +277,12 @@ int link_corrupt(const char *dir, long count, long every, long xor_mask)
 	return 0;
 }
 
-int link_refuse(long channel)
+int link_refuse(long channel, long value)
 {
-	if (channel < -1 || channel > 255)
+	if (channel < -1 || channel > 255 || value < INT32_MIN || value > INT32_MAX)
 		return -1;
 	refuse_channel = channel;
+	refuse_value = (int32_t)value;
 	return 0;
 }
 
@@ -296,8 +299,9 @@ static int feeder_armed;
 static uint64_t to_mcu_bytes, rx_max_unread, rx_disabled, last_byte_end;
 static fparse_t fp_enq, fp_mcu, fp_host;
 
-/* A SET the host queued: if its channel is refused, its value is made out
- * of range (and its CRC fixed) while it still waits in the queue. */
+/* A SET the host queued: if its channel is refused, its value is replaced
+ * (by default with one out of every range) and its CRC fixed while it
+ * still waits in the queue. */
 static void on_frame_queued(fparse_t *f, int len, uint64_t cycle)
 {
 	(void)cycle;
@@ -310,7 +314,8 @@ static void on_frame_queued(fparse_t *f, int len, uint64_t cycle)
 		}
 	uint8_t fr[11];
 	memcpy(fr, f->buf, sizeof fr);
-	fr[5] = 0xFF, fr[6] = 0xFF, fr[7] = 0xFF, fr[8] = 0x7F; /* INT32_MAX: no channel's range */
+	for (int k = 0; k < 4; k++)
+		fr[5 + k] = (uint8_t)((uint32_t)refuse_value >> (8 * k));
 	uint16_t crc = crc16(fr + 1, 8);
 	fr[9] = (uint8_t)crc, fr[10] = (uint8_t)(crc >> 8);
 	for (int k = 5; k < 11; k++)
@@ -592,7 +597,7 @@ void link_json(buf_t *b, uint64_t now)
 		   "\"rxen\":%s,\"to_mcu_bytes\":%llu,\"to_host_bytes\":%llu,\"queued_to_mcu\":%llu,"
 		   "\"dropped_unplugged_to_mcu\":%llu,\"dropped_unplugged_to_host\":%llu,\"host_not_reading\":%llu,"
 		   "\"corrupted_to_mcu\":%llu,\"corrupted_to_host\":%llu,\"corrupt_pending_to_mcu\":%ld,"
-		   "\"corrupt_pending_to_host\":%ld,\"refuse_channel\":%ld,\"refused\":%llu,\"refuse_missed\":%llu,"
+		   "\"corrupt_pending_to_host\":%ld,\"refuse_channel\":%ld,\"refuse_value\":%ld,\"refused\":%llu,\"refuse_missed\":%llu,"
 		   "\"rx_disabled\":%llu,\"rx_max_unread\":%llu,"
 		   "\"frames_to_mcu\":%llu,\"bad_to_mcu\":%llu,\"frames_to_host\":%llu,\"bad_to_host\":%llu,"
 		   "\"last_byte_to_mcu_cycle\":%llu,\"last_byte_to_mcu_mono_ns\":%lld,"
@@ -604,7 +609,7 @@ void link_json(buf_t *b, uint64_t now)
 		   (unsigned long long)to_host_bytes, (unsigned long long)(rx_tail - rx_head),
 		   (unsigned long long)dropped_unplugged[TO_MCU], (unsigned long long)dropped_unplugged[TO_HOST],
 		   (unsigned long long)host_not_reading, (unsigned long long)corrupted[TO_MCU],
-		   (unsigned long long)corrupted[TO_HOST], cor[TO_MCU].remaining, cor[TO_HOST].remaining, refuse_channel,
+		   (unsigned long long)corrupted[TO_HOST], cor[TO_MCU].remaining, cor[TO_HOST].remaining, refuse_channel, (long)refuse_value,
 		   (unsigned long long)refused, (unsigned long long)refuse_missed, (unsigned long long)rx_disabled,
 		   (unsigned long long)rx_max_unread, (unsigned long long)fp_mcu.frames, (unsigned long long)fp_mcu.bad,
 		   (unsigned long long)fp_host.frames, (unsigned long long)fp_host.bad,

@@ -107,6 +107,7 @@ typedef struct {
 	/* the decoded waveform */
 	int w;
 	uint64_t whigh, wperiod;
+	uint64_t last_event; /* the cycle of its last event */
 } pin_t;
 
 #define MAXPINS 16
@@ -144,11 +145,15 @@ static void record(int pin, uint64_t cycle, int kind, int level, int driven, int
 static void ev_level(pin_t *p, int level, uint64_t cycle)
 {
 	record((int)(p - pins), cycle, EV_LEVEL, level, p->driven, p->pullup, 0, 0);
+	if (cycle > p->last_event)
+		p->last_event = cycle;
 }
 
 static void ev_pulse(pin_t *p, uint64_t cycle)
 {
 	record((int)(p - pins), cycle, EV_PULSE, 1, p->driven, p->pullup, p->whigh, p->wperiod);
+	if (cycle > p->last_event)
+		p->last_event = cycle;
 }
 
 static char reset_why[32];
@@ -649,13 +654,13 @@ void pins_json(buf_t *b)
 			   "%s{\"name\":\"%s\",\"role\":\"%s\",\"level\":%d,\"driven\":%s,\"pullup\":%s,"
 			   "\"since_cycle\":%llu,\"since_mono_ns\":%lld,\"edges\":%llu,\"rise_cycle\":%llu,\"fall_cycle\":%llu,"
 			   "\"high_cycles\":%llu,\"period_cycles\":%llu,\"wave\":\"%s\",\"wave_high_cycles\":%llu,"
-			   "\"wave_period_cycles\":%llu,\"compare\":\"%s\"}",
+			   "\"wave_period_cycles\":%llu,\"last_event_cycle\":%llu,\"compare\":\"%s\"}",
 			   i ? "," : "", p->name, role_name[p->role], p->level, p->driven ? "true" : "false",
 			   p->pullup ? "true" : "false", (unsigned long long)p->since,
 			   (long long)cycle_mono_ns(p->since), (unsigned long long)p->edges,
 			   (unsigned long long)p->rise, (unsigned long long)p->fall, (unsigned long long)p->high,
 			   (unsigned long long)p->period, p->role == ROLE_WAVE ? wave_name[p->w] : "static",
-			   (unsigned long long)p->whigh, (unsigned long long)p->wperiod,
+			   (unsigned long long)p->whigh, (unsigned long long)p->wperiod, (unsigned long long)p->last_event,
 			   p->oc >= 0 && oc_com(&ocs[p->oc]) ? ocs[p->oc].name : "");
 	}
 	buf_printf(b, "]");

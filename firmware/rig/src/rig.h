@@ -94,7 +94,7 @@ int link_busy(uint64_t now);           /* bytes moved on the line lately */
 void link_json(buf_t *b, uint64_t now);
 void link_unplug(int unplugged);
 int link_corrupt(const char *dir, long count, long every, long xor_mask);
-int link_refuse(long channel);         /* -1: none */
+int link_refuse(long channel, long value); /* channel -1: none */
 void link_cleanup(void);
 int link_fd(void);
 

@@ -23,8 +23,10 @@
  *   POST /corrupt?dir=D&count=N&every=K&xor=X
  *                               flip bits (XOR X) in N bytes, one in every
  *                               K, going D: to-mcu, to-host or both
- *   POST /refuse?channel=C      SETs to channel C reach the MCU with a value
- *                               no channel accepts (-1: none)
+ *   POST /refuse?channel=C[&value=V]
+ *                               SETs to channel C reach the MCU with value V
+ *                               (thousandths; default INT32_MAX, which no
+ *                               channel accepts), their CRC fixed; -1: none
  *
  * The pins are the truth the tests check: nothing here reads the
  * firmware's variables or trusts its telemetry.
@@ -40,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -58,6 +61,7 @@
 static avr_t *avr;
 static int64_t anchor_mono_ns, anchor_real_ns;
 static uint64_t slips, late_1ms, loops;
+static int niced; /* the nice value the rig got, 0 if it could not raise it */
 static int64_t slipped_ns, lag_max_ns;
 
 /* The rig fell this far behind the clock (stopped, or starved of CPU):
@@ -310,11 +314,11 @@ static void pins_doc(buf_t *b)
 	uint64_t now = avr->cycle;
 	buf_printf(b,
 		   "{\"cycle\":%llu,\"hz\":%u,\"mono_ns\":%lld,\"real_ns\":%lld,\"state\":\"%s\",\"held\":%s,"
-		   "\"resets\":%llu,\"slips\":%llu,\"slipped_ns\":%lld,\"lag_max_ns\":%lld,\"late_1ms\":%llu,\"loops\":%llu,\"cpu_ns\":%lld,\"adc_mv\":[",
+		   "\"resets\":%llu,\"slips\":%llu,\"slipped_ns\":%lld,\"lag_max_ns\":%lld,\"late_1ms\":%llu,\"loops\":%llu,\"cpu_ns\":%lld,\"nice\":%d,\"adc_mv\":[",
 		   (unsigned long long)now, avr->frequency, (long long)cycle_mono_ns(now), (long long)cycle_real_ns(now),
 		   state_name(avr->state), held ? "true" : "false", (unsigned long long)resets, (unsigned long long)slips,
 		   (long long)slipped_ns, (long long)lag_max_ns, (unsigned long long)late_1ms, (unsigned long long)loops,
-		   (long long)clock_ns(CLOCK_PROCESS_CPUTIME_ID));
+		   (long long)clock_ns(CLOCK_PROCESS_CPUTIME_ID), niced);
 	for (int i = 0; i < 8; i++)
 		buf_printf(b, "%s%u", i ? "," : "", adc_mv[i]);
 	buf_printf(b, "],");
@@ -381,7 +385,8 @@ static int handle(const char *method, const char *path, const char *q, buf_t *ou
 		    link_corrupt(dir, count, every, x))
 			return 400;
 	} else if (!strcmp(path, "/refuse")) {
-		if (qlong(q, "channel", &n) != 1 || link_refuse(n))
+		long v = INT32_MAX;
+		if (qlong(q, "channel", &n) != 1 || qlong(q, "value", &v) < 0 || link_refuse(n, v))
 			return 400;
 	} else {
 		return 404;
@@ -557,6 +562,11 @@ int main(int argc, char **argv)
 #ifdef __linux__
 	prctl(PR_SET_TIMERSLACK, 1UL); /* wake from ppoll on time, not 50 us late */
 #endif
+	/* The rig's timing is the MCU's: ask to be scheduled ahead of the
+	 * builds and tests around it. Allowed to root (CI) or with
+	 * CAP_SYS_NICE; without, the rig runs at the priority it has. */
+	if (setpriority(PRIO_PROCESS, 0, -10) == 0)
+		niced = -10;
 	printf("saga-avr-rig pty %s\n", link_pty_name());
 	printf("saga-avr-rig control on http://%s\n", bound);
 	fflush(stdout);
