@@ -15,20 +15,22 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test test-long lint fuzz check bench cross clean hil soak install install-files deb deb-test size avr-rig
+.PHONY: build test test-long lint fuzz check bench cross clean hil hil-avr avr-figures soak install install-files deb deb-test size avr-rig
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
 
-# test is the README's test command: formatting, vet, the race-enabled
-# suite with -short (each decoder's fuzz corpus runs as a test; the long
-# tests run short or are left to test-long), and the hardware-in-the-loop
-# scenarios on simulated boards. It must stay within 10 minutes on a
-# two-core machine.
+# test is the README's test command: formatting, vet, saga-avr-rig, the
+# race-enabled suite with -short (each decoder's fuzz corpus runs as a
+# test; the long tests run short or are left to test-long; firmware/rig's
+# tests run the rig on its test programs), and the hardware-in-the-loop
+# scenarios on simulated boards and on the AVR rig (the firmware's ELF). It
+# must stay within 10 minutes on a two-core machine.
 TESTPKGS = $$($(GO) list ./... | grep -v -e /hil-tests -e /packaging)
-test: lint
+test: lint avr-rig
 	$(GO) test -race -short -count=1 $(TESTPKGS)
 	$(MAKE) hil
+	$(MAKE) hil-avr
 
 # LONG_TESTS run short (or not at all) under -short, and in full here; the
 # list is kept whole by internal/longtest (TestLongTestsAreListed).
@@ -94,7 +96,28 @@ size: cross
 # The soak (TestSoak) is not among them: it is `make soak`.
 HIL_CONFIG ?=
 hil:
-	$(GO) test -count=1 -v -timeout 10m -skip '^TestSoak$$' ./hil-tests/ $(if $(HIL_CONFIG),-hil.config=$(abspath $(HIL_CONFIG)))
+	$(GO) test -count=1 -v -timeout 10m -skip '^TestSoak$$|^TestAVR' ./hil-tests/ $(if $(HIL_CONFIG),-hil.config=$(abspath $(HIL_CONFIG)))
+
+# hil-avr runs the same scenarios, and the AVR rig's own (TestAVR*), on the
+# firmware's ELF in saga-avr-rig (docs/HIL.md, "The emulated AVR rig"):
+# `make firmware` builds it (in a tree without that rule, `firmware` is just
+# the directory and make has nothing to do); HIL_AVR_ELF names another.
+# Without the ELF the scenarios skip — and fail when CI is set. Two at a
+# time: each rig keeps a core busy for a quarter of its time.
+HIL_AVR_ELF ?=
+hil-avr:
+	$(MAKE) --no-print-directory firmware
+	HIL_RIG=avr $(if $(HIL_AVR_ELF),HIL_AVR_ELF=$(abspath $(HIL_AVR_ELF))) \
+		$(GO) test -count=1 -v -timeout 10m -parallel 2 -skip '^TestSoak$$' ./hil-tests/
+
+# avr-figures prints the rig's measurements (docs/HIL.md, "Figures"): SET
+# to SET_ACK and SET to pin, p50/p99, and the watchdog trip at the pins —
+# on the stand-in firmware (firmware/rig/testdata/standin.c), then on the
+# firmware's ELF (skipped without it, as hil-avr).
+avr-figures:
+	$(GO) test -count=1 -v -run '^TestFigures$$' ./firmware/rig/
+	HIL_RIG=avr $(if $(HIL_AVR_ELF),HIL_AVR_ELF=$(abspath $(HIL_AVR_ELF))) \
+		$(GO) test -count=1 -v -run '^TestAVRFigures$$' ./hil-tests/
 
 # soak runs the supervisor on the sim rig under random faults for
 # SOAK_DURATION, checking the invariants after each, and prints a table

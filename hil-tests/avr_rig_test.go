@@ -674,3 +674,46 @@ func (r *rig) avrPins() avrrig.Pins {
 func avrEvents(h avrrig.History, pin string) []avrrig.Event {
 	return slices.DeleteFunc(slices.Clone(h.Events), func(e avrrig.Event) bool { return e.Pin != pin })
 }
+
+// configs/avr.yaml and avrPinMap describe the same board: an actuator on
+// every channel, of the channel's kind, a servo over the mapping's range,
+// the relay off when safe — in every mode, so an edit to one that forgets
+// the other fails before any rig runs.
+func TestPinMapOfTheAVRProfile(t *testing.T) {
+	r := &rig{t: t, workDir: t.TempDir()}
+	cfg := r.writeConfig("configs/avr.yaml", filepath.Join(r.workDir, "tty"), rigOptions{})
+	seen := map[int]bool{}
+	for _, name := range cfg.ActuatorNames() {
+		a := cfg.Actuators[name]
+		m, ok := a.Section.(*wiring.MCUActuator)
+		if !ok {
+			continue
+		}
+		if m.Channel >= len(avrPinMap) {
+			t.Errorf("%s: channel %d is not on the pin map", name, m.Channel)
+			continue
+		}
+		c := avrPinMap[m.Channel]
+		seen[c.Channel] = true
+		if string(a.Kind) != c.Kind {
+			t.Errorf("%s: kind %s, the pin map's channel %d (%s) is a %s", name, a.Kind, c.Channel, c.Pin, c.Kind)
+		}
+		if c.Kind == "servo" && (a.Min != c.MinDeg || a.Max != c.MaxDeg) {
+			t.Errorf("%s: limits %g..%g, the firmware's range %g..%g", name, a.Min, a.Max, c.MinDeg, c.MaxDeg)
+		}
+		if m.Tolerance > c.Tolerance {
+			t.Errorf("%s: mcu.tolerance %g is wider than the read-back's %g", name, m.Tolerance, c.Tolerance)
+		}
+		if c.ActiveLow && (a.Safe.Value != 0 || a.Initial != 0) {
+			t.Errorf("%s: the active-low relay must be safe and initially off (0)", name)
+		}
+	}
+	for _, c := range avrPinMap {
+		if !seen[c.Channel] {
+			t.Errorf("the pin map's channel %d (%s) has no actuator in configs/avr.yaml", c.Channel, c.Pin)
+		}
+	}
+	if s, ok := cfg.Supplies["rail"]; !ok || s.Driver != "mcu" {
+		t.Errorf("configs/avr.yaml: no rail on the board's supply 0")
+	}
+}
