@@ -454,6 +454,9 @@ void link_flush_host(uint64_t now)
 	if (!n)
 		return;
 	ssize_t w = write(master, buf, n);
+	if (w < (ssize_t)n)
+		fprintf(stderr, "saga-avr-rig: the host's side of the pty took %zd of %zu bytes (%s): the rest is lost\n", w, n,
+			w < 0 ? strerror(errno) : "full");
 	if (w < 0)
 		w = 0;
 	to_host_bytes += (uint64_t)w;
