@@ -236,6 +236,17 @@ func newAVRRig(t *testing.T, opt rigOptions) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// A rig the machine could not run in real time stalls the
+			// MCU and its wire together: the host's 50 ms retransmissions
+			// and 500 ms link timeout then fire at a board that is only
+			// late. Say so beside the failure.
+			if p, err := ar.Pins(context.Background()); err == nil {
+				t.Logf("saga-avr-rig kept time within %.1f ms of the clock (more than 2 ms behind %d times, %d slips, nice %d)%s",
+					float64(p.LagMaxNS)/1e6, p.Late2ms, p.Slips, p.Nice,
+					map[bool]string{true: ": the machine was too busy to run it in real time; the failure may be the machine's", false: ""}[p.LagMaxNS > 100e6 || p.Slips > 0])
+			}
+		}
 		ar.Stop()
 		if t.Failed() {
 			logMu.Lock()

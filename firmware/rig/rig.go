@@ -187,8 +187,9 @@ type Pins struct {
 	Slips     uint64 `json:"slips"` // times the rig gave up catching up with the clock
 	SlippedNS int64  `json:"slipped_ns"`
 	LagMaxNS  int64  `json:"lag_max_ns"` // the most the rig fell behind the clock
-	Late1ms   uint64 `json:"late_1ms"`   // times it was more than 1 ms behind
+	Late2ms   uint64 `json:"late_2ms"`   // times it was more than 2 ms behind (1 ms is by design)
 	CPUNS     int64  `json:"cpu_ns"`     // the rig's CPU time
+	Nice      int    `json:"nice"`       // the priority it got (-10), or 0 if it could not raise it
 	ADCmV     []int  `json:"adc_mv"`
 	Link      Link   `json:"link"`
 	EStop     EStop  `json:"estop"`
