@@ -313,6 +313,36 @@ func TestPulseChangesMakeNoRunts(t *testing.T) {
 	}
 }
 
+// The same for Timer0's 8-bit fast PWM on PD5 (OCR0B), which simavr does
+// take at once — so a write after the compare match would restart the
+// pulse: the rig holds it until the period ends. Every duty the rig
+// decodes is one the program set, (OCR0B+1)/256; OCR0B at TOP (255) is
+// the silicon's constant high, not simavr's constant low.
+func TestPWMChangesMakeNoRunts(t *testing.T) {
+	b := newBoard(t, Options{})
+	b.waitPin("PD5", "pulsing", 5*time.Second, pulsing)
+	since := b.pins().Cycle
+	set := []uint64{64 * 64}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 60; i++ {
+		v := 10 + rng.IntN(200)
+		set = append(set, uint64(v+1)*64)
+		b.send(fmt.Sprintf("P%d\n", v))
+		time.Sleep(time.Duration(1+rng.IntN(4)) * time.Millisecond)
+	}
+	last := set[len(set)-1]
+	b.waitPin("PD5", "at the last duty", 5*time.Second, func(p Pin) bool { return p.WaveHigh == last })
+	for _, e := range b.history(since) {
+		if e.Pin == "PD5" && e.Kind == "pulse" && !slices.Contains(set, e.High) {
+			t.Errorf("PD5: a pulse of %d cycles at cycle %d, which the program never set", e.High, e.Cycle)
+		}
+	}
+	b.send("P255\n")
+	b.waitPin("PD5", "constantly high (OCR0B at TOP)", 5*time.Second, func(p Pin) bool { return p.Wave == "static" && p.Level == 1 && p.Driven })
+	b.send("P63\n")
+	b.waitPin("PD5", "back to 64/256", 5*time.Second, func(p Pin) bool { return pulsing(p) && p.WaveHigh == 64*64 })
+}
+
 // ADC0 reads what the rig sets, in counts of AVcc/1023.
 func TestADCRoundTrip(t *testing.T) {
 	b := newBoard(t, Options{})
