@@ -566,6 +566,18 @@ func (r *rig) avrUnexplained() []string {
 		}
 		return false
 	}
+	// cutByReset: a pulse that ended when the MCU was reset (its pin went
+	// to an input mid-pulse): the reset explains the short pulse, on the
+	// rig as on the silicon.
+	cutByReset := func(e avrrig.Event) bool {
+		end := e.Cycle + e.High
+		for _, r := range h.Events {
+			if r.Kind == "reset" && r.Cycle+16 >= end && r.Cycle <= end+16 {
+				return true
+			}
+		}
+		return false
+	}
 	pressedAt := func(c uint64) bool {
 		pressed := b.start.EStop.Pressed
 		for _, e := range h.Events {
@@ -629,6 +641,8 @@ func (r *rig) avrUnexplained() []string {
 			}
 			prev, prevInert = v, false
 			switch {
+			case e.Kind == "pulse" && cutByReset(e):
+				prev = math.NaN() // whatever comes next is a move
 			case commandedTo(name, v, c.Tolerance, e.RealNS):
 			case math.Abs(v-a.Safe.Value) <= c.Tolerance &&
 				(silent(e.Cycle) || resetBefore(e.Cycle) || pressedAt(e.Cycle) || halted(e.RealNS)):
