@@ -359,10 +359,12 @@ func TestDayOneMosquitto(t *testing.T) {
 	ports := stablePorts(t, 2)
 	brokerAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	mq := filepath.Join(dir, "mosquitto")
-	defaultConfigAt(t, dir, `""`, httpAddr,
+	// state_dir: dir, so that mosquitto-config, run from elsewhere, writes
+	// the passwords where the daemon, run in dir, reads them.
+	defaultConfigAt(t, dir, `""`, httpAddr, "\nstate_dir: .\n", "\nstate_dir: "+dir+"\n",
 		"  broker: embedded", "  broker: tcp://"+brokerAddr,
 		`  username: ""`, "  username: saga-supervisor-arm1",
-		`  password_file: ""`, "  password_file: "+filepath.Join(mq, "credentials", "saga-supervisor-arm1"))
+		`  password_file: ""`, "  password_file: saga-data/mqtt/credentials/saga-supervisor-arm1") // where mosquitto-config writes it: credentials_dir
 	if out, code := run(t, "mosquitto-config", "--config", filepath.Join(dir, "arm.yaml"), "--out", mq, "--listen", brokerAddr); code != 0 {
 		t.Fatalf("mosquitto-config: exit %d\n%s", code, out)
 	}
