@@ -226,7 +226,9 @@ install-files:
 # deb builds .deb packages for DEB_ARCHES into DIST with nfpm
 # (packaging/nfpm.yaml), run at a pinned version through `go run` so that it
 # is no dependency of the module. deb-test builds them and inspects them
-# (packaging/deb_test.go); CI runs it after test.
+# (packaging/deb_test.go), and walks the documented install path with this
+# machine's package in a throw-away copy of the machine (TestInstallPath,
+# as root); CI runs it after test.
 DIST         ?= dist
 DEB_ARCHES   ?= amd64 arm64 armhf
 NFPM_VERSION := v2.48.0

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // netnsEnv names the test a child process runs inside its own network
@@ -23,7 +24,7 @@ const netnsEnv = "SAGA_TEST_NETNS"
 func inOwnNetns(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(netnsEnv) == t.Name() {
-		if err := loopbackUp(); err != nil {
+		if err := testtool.LoopbackUp(); err != nil {
 			t.Skipf("cannot bring up the loopback of a network namespace of our own: %v", err)
 		}
 		return true
@@ -56,25 +57,4 @@ func inOwnNetns(t *testing.T) bool {
 		t.Fatal("the test did not run in its network namespace")
 	}
 	return false
-}
-
-// loopbackUp brings up lo, in this process's network namespace (a new one
-// has it down, without 127.0.0.1).
-func loopbackUp() error {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer syscall.Close(fd)
-	var ifr [40]byte // struct ifreq: the name, then the flags (a short)
-	copy(ifr[:syscall.IFNAMSIZ-1], "lo")
-	flags := (*uint16)(unsafe.Pointer(&ifr[syscall.IFNAMSIZ]))
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return e
-	}
-	*flags |= syscall.IFF_UP
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
-		return e
-	}
-	return nil
 }
