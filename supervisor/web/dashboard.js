@@ -228,11 +228,13 @@ async function whoAmI() {
     const until = session.expires_at ? ", until " + new Date(session.expires_at).toLocaleTimeString() : "";
     $("who-text").textContent = "logged in as " + session.role + until;
     $("who").hidden = false;
-    if (session.role === "operator") {
-      // The operator's session resets without the token typed again.
-      $("token").required = false;
-      $("token").placeholder = "not needed: logged in as operator";
-    }
+    // With a session the field may stay empty: the session then decides
+    // (an operator's resets without the token typed again; a viewer's is
+    // refused FORBIDDEN, and says so). A token typed decides instead.
+    $("token").required = false;
+    $("token").placeholder = session.role === "operator"
+      ? "not needed: logged in as operator"
+      : "the operator's (a viewer may not reset)";
   }
   return true;
 }
