@@ -438,3 +438,29 @@ func TestLoggedInHaltUnderFlood(t *testing.T) {
 		t.Errorf("the halt took %v during the flood", took)
 	}
 }
+
+// Strict-Transport-Security only when asked for (http.tls.hsts), and only
+// over TLS; never by default, where the certificate may be self-signed.
+func TestHSTS(t *testing.T) {
+	s, _ := newTestSupervisor(t)
+	guardReady(t, s)
+	for _, tc := range []struct {
+		hsts, tls bool
+		want      string
+	}{{false, true, ""}, {true, true, "max-age=31536000"}, {true, false, ""}} {
+		h, err := s.GuardHTTP(s.HTTPHandler(), HTTPGuard{Listen: "127.0.0.1:8443", Bound: "127.0.0.1:8443", Login: &HTTPLogin{Secure: tc.tls, HSTS: tc.hsts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("GET", "/healthz", nil)
+		req.Host = "127.0.0.1:8443"
+		if tc.tls {
+			req.TLS = &tls.ConnectionState{}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Strict-Transport-Security"); got != tc.want {
+			t.Errorf("hsts %v, tls %v: Strict-Transport-Security %q, want %q", tc.hsts, tc.tls, got, tc.want)
+		}
+	}
+}

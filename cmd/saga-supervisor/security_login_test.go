@@ -263,8 +263,32 @@ func newLoginSecure(t *testing.T) *loginSecure {
 	// so a halt in a row moves nothing.
 	s.halt(t, s.hc, nil, "Bearer "+secToken)
 	daemontestWait(t, "the elbow at its safe value", 10*time.Second, func() bool { return s.status(t).commanded()["elbow"] == 45 })
-	s.reset(t)
+	// ctl on the robot follows the config: https:// on loopback, trusting
+	// exactly the certificate it names — and no other.
+	other := filepath.Join(dir, "other.crt")
+	writeSelfSignedTo(t, other)
+	if out, code := run(t, "ctl", "--config", cfgPath, "reset", "--http-cert", other); code == 0 || !strings.Contains(out, "certificate is not the one in "+other) {
+		t.Errorf("ctl reset trusting another certificate: exit %d\n%s", code, out)
+	}
+	if out, code := run(t, "ctl", "--config", cfgPath, "reset"); code != 0 || !strings.Contains(out, "HALTED") || !strings.Contains(out, "the halt is cleared") {
+		t.Fatalf("ctl --config reset over https: exit %d\n%s", code, out)
+	}
+	daemontestWait(t, "ready", 10*time.Second, func() bool { return s.status(t).Ready })
 	return s
+}
+
+// writeSelfSignedTo writes a self-signed certificate (of a key of no one's)
+// to path.
+func writeSelfSignedTo(t *testing.T, path string) {
+	t.Helper()
+	cert, _, _ := writeSelfSigned(t, t.TempDir())
+	b, err := os.ReadFile(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func hexBytes(b []byte) []string {
