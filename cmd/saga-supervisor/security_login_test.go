@@ -728,11 +728,14 @@ func caseNoTLSRefused(t *testing.T, s *loginSecure) {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("check-config, %s: exit %d\n%s", what, code, out)
 		}
-		cmd := exec.Command(binary, "run", "--config", path)
+		// A daemon that starts anyway is stopped after 20 s (and fails).
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, binary, "run", "--config", path)
 		cmd.Dir = dir
 		b, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(b), want) {
-			t.Errorf("run, %s: %v\n%s", what, err, b)
+		cancel()
+		if err == nil || ctx.Err() != nil || !strings.Contains(string(b), want) {
+			t.Errorf("run, %s: %v (%v)\n%s", what, err, ctx.Err(), lastBytes(string(b), 2048))
 		}
 		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second); err == nil {
 			c.Close()
