@@ -596,6 +596,7 @@ func caseViewerReset(t *testing.T, s *loginSecure) {
 	daemontestWait(t, "halted", 5*time.Second, func() bool { return s.halted(t) })
 	before := s.snap(t)
 	mark := s.status(t).Journal.LastSeq
+	vw = s.login(t, s.hc, s.viewer) // a fresh one: sessions here last 5 s
 	for what, auth := range map[string][2]string{"session": {"", ""}, "bearer": {"Authorization", "Bearer " + s.viewer}} {
 		cookies := []*http.Cookie{vw}
 		if auth[0] != "" {
