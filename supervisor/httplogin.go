@@ -442,7 +442,8 @@ type loginJSON struct {
 func (l *loginGate) login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if err := checkAPIRequest(r); err != nil {
-		l.refuse(w, r, http.StatusUnsupportedMediaType, err.Code, authLoginRequired, err.Message)
+		// What a cross-site form could send: no look at the token.
+		writeError(w, http.StatusUnsupportedMediaType, err.Code, err.Message, nil)
 		return
 	}
 	if r.URL.RawQuery != "" {
