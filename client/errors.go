@@ -29,7 +29,8 @@ var (
 	ErrHalted = errors.New("client: supervisor halted")
 	// ErrNotReady: the supervisor is not ready (NOT_READY).
 	ErrNotReady = errors.New("client: supervisor not ready")
-	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
+	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED), or an HTTP
+	// request to a listener with a login that showed none (LOGIN_REQUIRED).
 	ErrUnauthorized = errors.New("client: unauthorized")
 	// ErrLoginRefused: the broker refused the connection's login: no or a
 	// wrong password, a user it does not know, or (the embedded broker) a
@@ -147,6 +148,8 @@ var codeClass = map[string]class{
 	// browser send, refused before anything was done.
 	"HOST_NOT_ALLOWED":   {refusal: true, sentinel: ErrForbidden},
 	"ORIGIN_NOT_ALLOWED": {refusal: true, sentinel: ErrForbidden},
+	// HTTP only: the listener needs a login and the request showed none.
+	"LOGIN_REQUIRED": {refusal: true, sentinel: ErrUnauthorized},
 }
 
 // IsRefusal reports whether err is a refusal from the supervisor that

@@ -27,18 +27,37 @@ import (
 // creates the MQTT logins; the token itself is never printed or logged.
 func EnsureResetToken(cfg *config.Config) (created bool, err error) {
 	h := &cfg.HTTP
-	if !h.GenerateResetToken || h.ResetToken != "" || h.ResetTokenFile == "" {
+	return ensureToken(cfg, "http.reset_token_file", h.GenerateResetToken, h.ResetTokenFile, &h.ResetToken)
+}
+
+// EnsureViewerToken is EnsureResetToken for the viewer token
+// (http.viewer_token_file with http.generate_viewer_token), the login that
+// may read and halt but never reset. A viewer token equal to the operator
+// token is an error: a viewer could then reset.
+func EnsureViewerToken(cfg *config.Config) (created bool, err error) {
+	h := &cfg.HTTP
+	created, err = ensureToken(cfg, "http.viewer_token_file", h.GenerateViewerToken, h.ViewerTokenFile, &h.ViewerToken)
+	if err == nil && h.ViewerToken != "" && h.ViewerToken == h.ResetToken {
+		err = fmt.Errorf("%s: http.viewer_token_file: %s holds the operator token: the viewer token must be another, or a viewer could reset",
+			cfg.Where("http.viewer_token_file"), h.ViewerTokenFile)
+	}
+	return created, err
+}
+
+// ensureToken reads, or creates, the generated token of the config key
+// key, kept in path, into *into.
+func ensureToken(cfg *config.Config, key string, generate bool, path string, into *config.Secret) (created bool, err error) {
+	if !generate || *into != "" || path == "" {
 		return false, nil
 	}
-	path := h.ResetTokenFile
 	where := func(err error) error {
-		return fmt.Errorf("%s: http.reset_token_file: %w", cfg.Where("http.reset_token_file"), err)
+		return fmt.Errorf("%s: %s: %w", cfg.Where(key), key, err)
 	}
 	token, err := secretfile.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return false, where(fmt.Errorf("generating the operator token for %s: %w", path, err))
+			return false, where(fmt.Errorf("generating the token for %s: %w", path, err))
 		}
 		token = base64.RawURLEncoding.EncodeToString(b[:])
 		switch err = secretfile.Create(path, token); {
@@ -55,6 +74,6 @@ func EnsureResetToken(cfg *config.Config) (created bool, err error) {
 	if err := config.CheckResetToken(token); err != nil {
 		return false, where(fmt.Errorf("%s: %w; delete the file and restart for a generated one", path, err))
 	}
-	h.ResetToken = config.Secret(token)
+	*into = config.Secret(token)
 	return created, nil
 }

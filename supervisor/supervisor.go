@@ -508,6 +508,15 @@ func (s *Supervisor) Reset(token, by string) error {
 	if !TokenMatches(token, s.opt.ResetToken) {
 		return ErrUnauthorized
 	}
+	return s.resetAuthorized(by)
+}
+
+// resetAuthorized is Reset for a request whose operator token was already
+// checked: an HTTP login's operator session or bearer token.
+func (s *Supervisor) resetAuthorized(by string) error {
+	if s.opt.ResetToken == "" {
+		return ErrNoOperatorToken
+	}
 	gen := s.engine.HaltGen()
 	st := s.Status()
 	var other []string

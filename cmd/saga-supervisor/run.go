@@ -81,6 +81,15 @@ func runRun(args []string, w io.Writer) error {
 	if tokenCreated {
 		lg.Info("operator token created", "file", cfg.HTTP.OperatorTokenFile(), "mode", "0600")
 	}
+	// The viewer token (http.viewer_token_file), generated the same way
+	// when asked to be.
+	viewerCreated, err := daemon.EnsureViewerToken(cfg)
+	if err != nil {
+		return cli.Exit(1, "%v", err)
+	}
+	if viewerCreated {
+		lg.Info("viewer token created", "file", cfg.HTTP.ViewerTokenFile, "mode", "0600")
+	}
 	// Every saga-supervisor ctl command printed below talks to this
 	// supervisor: the config it runs on, if it was given one.
 	ctlCmd := "saga-supervisor ctl"
@@ -107,8 +116,21 @@ func runRun(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", buildinfo.Get().Version, source, cfg.Device)
 	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, d.BrokerURL, map[bool]string{true: " (in-process broker)"}[d.Broker != nil])
-	if addr := d.HTTPAddr(); addr != "" {
-		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", addr)
+	if u := d.HTTPURL(); u != "" {
+		login := ""
+		if cfg.HTTP.Login {
+			login = "; a login: " + u + "/login"
+		}
+		fmt.Fprintf(w, "  HTTP     %s  (/readyz, /metrics, /api/v1/status%s)\n", u, login)
+	}
+	if c := d.HTTPCert; c != nil {
+		created := ""
+		if c.Created {
+			created = ", created now"
+		}
+		// What the operator compares with the fingerprint the browser
+		// shows before accepting a self-signed certificate.
+		fmt.Fprintf(w, "  TLS      %s  (SHA-256 %s%s)\n", c.CertFile, c.Fingerprint, created)
 	}
 	if f := cfg.HTTP.OperatorTokenFile(); f != "" {
 		created := ""
@@ -116,6 +138,13 @@ func runRun(args []string, w io.Writer) error {
 			created = ", created now"
 		}
 		fmt.Fprintf(w, "  token    %s  (the operator token, for reset: mode 0600%s)\n", f, created)
+	}
+	if f := cfg.HTTP.ViewerTokenFile; f != "" {
+		created := ""
+		if viewerCreated {
+			created = ", created now"
+		}
+		fmt.Fprintf(w, "  viewer   %s  (the viewer token: read and halt, never reset: mode 0600%s)\n", f, created)
 	}
 	if halted {
 		fmt.Fprintf(w, "HALTED: the journal ends halted, so the robot starts halted: %s. Every command is refused until an operator resets it.\n", why)

@@ -15,6 +15,12 @@ import (
 // temporary name, then linked to path, which fails rather than overwrite,
 // and the directory is synced.
 func Create(path, secret string) (err error) {
+	return CreateBytes(path, []byte(secret+"\n"))
+}
+
+// CreateBytes is Create for content of any shape, written as it is: a
+// PEM certificate or key, whose lines Read would refuse.
+func CreateBytes(path string, content []byte) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("secret file %s: %w", path, err)
@@ -29,7 +35,7 @@ func Create(path, secret string) (err error) {
 		if err := f.Chmod(0o600); err != nil {
 			return err
 		}
-		if _, err := f.WriteString(secret + "\n"); err != nil {
+		if _, err := f.Write(content); err != nil {
 			return err
 		}
 		return f.Sync()

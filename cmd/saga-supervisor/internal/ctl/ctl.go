@@ -45,10 +45,12 @@ OPs:
   reset [--token-file F]       clear a halt with the operator token, read from the
         | --token T            supervisor's http.reset_token_file (default
         [--http URL]           ./saga-data/operator-token, which it generates; with
-        [--mqtt]               --config, the file that config names) or from F, a
-                               file holding only the token (mode 0600 or 0400);
+        [--http-cert F]        --config, the file that config names) or from F, a
+        [--mqtt]               file holding only the token (mode 0600 or 0400);
                                --token shows it to every user of this machine (ps).
-                               Over HTTP (default http://127.0.0.1:8080), or with
+                               Over HTTP (default http://127.0.0.1:8080; with
+                               --config and http.tls, https:// trusting exactly
+                               that config's certificate, --http-cert), or with
                                --mqtt over the broker (only if the supervisor allows
                                it: mqtt.allow_reset, TLS). A supervisor with no token
                                configured refuses every reset (NO_OPERATOR_TOKEN):
@@ -114,6 +116,11 @@ type globals struct {
 	// tokenFile is where the supervisor keeps its operator token
 	// (http.reset_token_file): reset reads it when given no token.
 	tokenFile string
+	// httpCert is the certificate an https:// supervisor must present
+	// (http.tls.cert_file, or --http-cert): trusted exactly, whatever
+	// name it was issued for, like the supervisor's own pin on its
+	// embedded broker. "" trusts the system's CAs.
+	httpCert string
 }
 
 // defaultGlobals match the embedded default configuration, so that ctl with
@@ -187,7 +194,12 @@ func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
 	take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
 	g.tokenFile = cfg.HTTP.OperatorTokenFile() // that supervisor's, or none
 	if cfg.HTTP.Listen != "" {
-		take("http", httpURL, "http://"+loopback(cfg.HTTP.Listen))
+		scheme := "http://"
+		if cfg.HTTP.TLS.Enabled() {
+			scheme = "https://"
+			take("http-cert", &g.httpCert, cfg.HTTP.TLS.CertFile)
+		}
+		take("http", httpURL, scheme+loopback(cfg.HTTP.Listen))
 	}
 	return nil
 }
@@ -286,6 +298,7 @@ func Run(args []string, w io.Writer) error {
 		ofs.StringVar(&token, "token", "", "the operator token")
 		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
 		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
+		ofs.StringVar(&g.httpCert, "http-cert", "", "for an https:// --http: the supervisor's certificate (PEM), trusted exactly (default with --config: its http.tls.cert_file; none: the system's CAs)")
 		ofs.BoolVar(&overMQTT, "mqtt", false, "reset over MQTT instead of HTTP (the supervisor must allow it: mqtt.allow_reset)")
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
@@ -361,7 +374,11 @@ func Run(args []string, w io.Writer) error {
 			return usageErr(err)
 		}
 		if !overMQTT {
-			return opResetHTTP(ctx, httpURL, g.timeout, out, token)
+			hc, err := httpClient(g.httpCert)
+			if err != nil {
+				return usageErr(err)
+			}
+			return opResetHTTP(ctx, hc, httpURL, g.timeout, out, token)
 		}
 		return opReset(ctx, opt, out, token)
 	case "hello":

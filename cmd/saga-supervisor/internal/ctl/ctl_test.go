@@ -392,6 +392,7 @@ mqtt:
     ca_file: /etc/ssl/lan-ca.pem
 http:
   listen: 0.0.0.0:9090
+  tls: {self_signed: true}
   reset_token_file: `+tokenFile+`
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
@@ -424,11 +425,14 @@ actuators:
 		broker, device    string
 		prefix, ca, creds string
 		http, token       string
+		cert              string // the certificate reset trusts (http.tls)
 	}{
-		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://127.0.0.1:9090", tokenFile},
-		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag", tokenFile},
-		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag", "/var/lib/saga-supervisor/saga-data/operator-token"},
-		{mosq, nil, "tcp://127.0.0.1:1883", "arm3", "saga/v1", "", "/srv/robot/mqtt/credentials", "http://127.0.0.1:8080", "/srv/robot/saga-data/operator-token"},
+		// TLS: https:// on loopback, trusting the config's certificate.
+		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "https://127.0.0.1:9090", tokenFile, config.DefaultHTTPCertFile},
+		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag", tokenFile, config.DefaultHTTPCertFile},
+		{ext, map[string]bool{"http-cert": true}, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "https://127.0.0.1:9090", tokenFile, ""},
+		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag", "/var/lib/saga-supervisor/saga-data/operator-token", ""},
+		{mosq, nil, "tcp://127.0.0.1:1883", "arm3", "saga/v1", "", "/srv/robot/mqtt/credentials", "http://127.0.0.1:8080", "/srv/robot/saga-data/operator-token", ""},
 	} {
 		g := defaultGlobals()
 		g.configFile = tc.file
@@ -440,8 +444,8 @@ actuators:
 			t.Fatalf("%s: %v", tc.file, err)
 		}
 		if g.broker != tc.broker || g.device != tc.device || g.prefix != tc.prefix || g.caFile != tc.ca || g.credentials != tc.creds || httpURL != tc.http ||
-			g.tokenFile != tc.token {
-			t.Errorf("%s %v: broker %s device %s prefix %s ca %s creds %s http %s token %s", filepath.Base(tc.file), tc.set, g.broker, g.device, g.prefix, g.caFile, g.credentials, httpURL, g.tokenFile)
+			g.tokenFile != tc.token || g.httpCert != tc.cert {
+			t.Errorf("%s %v: broker %s device %s prefix %s ca %s creds %s http %s token %s cert %s", filepath.Base(tc.file), tc.set, g.broker, g.device, g.prefix, g.caFile, g.credentials, httpURL, g.tokenFile, g.httpCert)
 		}
 	}
 }
