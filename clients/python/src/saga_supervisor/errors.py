@@ -286,6 +286,7 @@ CODES: Dict[str, Tuple[Type[SagaSupervisorError], bool]] = {
     "HALTED": (HaltedError, True),
     "JOURNAL_FAILED": (JournalFailedError, True),
     "UNAUTHORIZED": (UnauthorizedError, True),
+    "LOGIN_REQUIRED": (UnauthorizedError, True),
     "FORBIDDEN": (ForbiddenError, True),
     "NO_OPERATOR_TOKEN": (ForbiddenError, True),
     "HOST_NOT_ALLOWED": (ForbiddenError, True),
