@@ -488,7 +488,6 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	}
 
 	effErr := e.effect(st.a, v.Value)
-	e.inflight.Done()
 
 	e.mu.Lock()
 	outcome := Applied
@@ -511,6 +510,12 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		st.at = now
 	}
 	e.enqueue(&out)
+	// Out of flight only now, the outcome journaled and the commanded
+	// value set: a halt waiting for this effect journals and applies the
+	// safe policies after them. Done before the lock, a halt could go
+	// first, and this outcome then overwrote the safe value the actuator
+	// had been sent to (TestStepInFlightUntilItsOutcomeIsRecorded).
+	e.inflight.Done()
 	s.busy = false
 	if outcome == Applied {
 		if e.stopped() {
