@@ -18,6 +18,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/daemon"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -211,14 +212,15 @@ func (a *Agent) expectLocked(infix string) (id string, reply <-chan api.Reply) {
 	return id, ch
 }
 
-// exchange publishes the encoded request b on topic and waits up to d for
-// its reply on reply; ok is false if none came.
+// exchange publishes the encoded request b on topic and waits up to d
+// (testtool.Slow: a guard against a hang, not a bound the test asserts)
+// for its reply on reply; ok is false if none came.
 func (a *Agent) exchange(topic string, retained bool, b []byte, reply <-chan api.Reply, d time.Duration) (rep api.Reply, ok bool) {
 	a.C.Publish(topic, 1, retained, b)
 	select {
 	case r := <-reply:
 		return r, true
-	case <-time.After(d):
+	case <-time.After(testtool.Slow(d)):
 		return api.Reply{}, false
 	}
 }
@@ -258,9 +260,12 @@ func (a *Agent) SupervisorState() string {
 	return a.status
 }
 
-// WaitFor polls cond every 5 ms until it holds, failing the test after d.
+// WaitFor polls cond every 5 ms until it holds, failing the test after d,
+// stretched by testtool.Slow: d guards against a hang, it is not a bound
+// the test asserts.
 func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
+	d = testtool.Slow(d)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
