@@ -15,8 +15,8 @@ EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 BUILDINFO := github.com/saga-supervisor/saga-supervisor/internal/buildinfo
 LDFLAGS := -s -w -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
 
-.PHONY: build test test-long lint fuzz check bench cross clean hil hil-avr avr-figures soak install install-files deb deb-test size \
-	avr-rig python-test python-bench firmware firmware-test firmware-fuzz
+.PHONY: build test test-long test-arm test-arm64 test-armv6 lint fuzz check bench cross clean hil hil-avr avr-figures soak \
+	install install-files deb deb-test size avr-rig python-test python-bench firmware firmware-test firmware-fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) $(PKG)
@@ -33,6 +33,22 @@ test: lint avr-rig
 	$(MAKE) firmware firmware-test
 	$(MAKE) hil
 	$(MAKE) python-test
+
+# test-arm runs the same suites as test (-short) on a Raspberry Pi's
+# architectures under qemu-user (scripts/qemu-arm.sh, which needs
+# qemu-user-static and binfmt_misc): linux/arm64 on a Cortex-A53 (a Pi 3,
+# 4 or 5) and linux/arm GOARM=6 on an ARM1176 (a Pi Zero: 32-bit ints,
+# 8-byte alignment for 64-bit atomics, no ARMv7 instructions). Without
+# -race: Go has none for linux/arm, and qemu-user cannot give linux/arm64's
+# the address space it needs; test has it on x86-64. The hardware-in-the-
+# loop scenarios are not run here: emulated, both ends of the sim rig's
+# serial link are slow, not the Pi's; on a Pi they are make hil (with
+# HIL_CONFIG=rig.yaml on a real rig). CI runs test-arm after test.
+ARM_TIMEOUT ?= 20m
+test-arm: test-arm64 test-armv6
+
+test-arm64 test-armv6: test-%:
+	GO=$(GO) bash scripts/qemu-arm.sh test $* -short -count=1 -timeout $(ARM_TIMEOUT) $(TESTPKGS)
 
 # LONG_TESTS run short (or not at all) under -short, and in full here; the
 # list is kept whole by internal/longtest (TestLongTestsAreListed).

@@ -292,7 +292,9 @@ func (e *Engine) rebuildStep(r *Record) (*step, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Step < 1 || int(r.Step) > len(s.steps) {
+	// Compared as uint64: int(r.Step) is negative on a 32-bit ARM for a
+	// step of 2^31 or more, which would pass a check made in int.
+	if r.Step < 1 || uint64(r.Step) > uint64(len(s.steps)) {
 		return nil, fmt.Errorf("saga %d has no step %d", s.id, r.Step)
 	}
 	return s.steps[r.Step-1], nil
