@@ -451,6 +451,18 @@ func checkHardwareSnippets(t *testing.T, tr tree) (problems []string) {
 		if !regexp.MustCompile(`(?m)^actuators:`).MatchString(text) {
 			text += "actuators:\n  hwdoc_filler: {kind: digital, driver: sim}\n"
 		}
+		// Relative paths resolve under a state_dir of the test's own, where
+		// the secret files a fragment names are made (0600), never in the
+		// package's directory, where other tests' files may lie.
+		if !regexp.MustCompile(`(?m)^state_dir:`).MatchString(text) {
+			text = "state_dir: " + dir + "\n" + text
+			for _, m := range regexp.MustCompile(`(?m)^\s*password_file:\s*(\S+)`).FindAllStringSubmatch(text, -1) {
+				if p := m[1]; !filepath.IsAbs(p) && p != `""` {
+					os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700)
+					os.WriteFile(filepath.Join(dir, p), []byte("hwdoc-secret-0123456789abcdef-0123456789\n"), 0o600)
+				}
+			}
+		}
 		path := filepath.Join(dir, fmt.Sprintf("snippet%d.yaml", i))
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
