@@ -219,6 +219,9 @@ func installPathInCopy(t *testing.T, deb string) {
 			t.Fatalf("credentials list prints %s's password", login)
 		}
 	}
+	// The drop-in for a listener beyond loopback: on the packaged loopback
+	// config it has nothing to let through, and says so.
+	pi.run(s.one(`^sudo saga-supervisor systemd-dropin --config /etc/saga-supervisor/config\.yaml$`), "")
 	l = s.one(`^sudo saga-supervisor credentials show ctl `)
 	if out := pi.run(l, ""); strings.TrimSpace(out) != secret(t, filepath.Join(creds, "ctl")) {
 		t.Fatalf("%s: credentials show ctl does not print ctl's password", l.where)
