@@ -110,6 +110,11 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeStepInDoubt), "The driver failed without that promise — a timeout, a lost link, any other error — so the step may have happened. It was treated as applied and the saga unwound, driving it back too; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
 
 	{CodeInternal, "A supervisor bug: an error without a code. Whether the command took effect is unknown.", "Abort the saga, which puts back whatever moved, and report the message."},
+
+	// M-of-N approvals: actuators marked requires_approval: M, M > 1.
+	{string(approval.CodeTooFew), "The actuator requires approvals from more operators (distinct keys) than the step carries. Nothing moved, and none of the approvals sent was used.", "Collect the approvals the message asks for, from distinct operators' keys, and send them all in approvals, with a new id."},
+	{string(approval.CodeDuplicateKey), "Two of the step's approvals are signed by one key: each must come from a different operator. Nothing moved, and none of the approvals sent was used.", "Replace one of them with an approval signed by another operator's key; send with a new id."},
+	{string(approval.CodeDuplicate), "The step carries one approval twice (the same nonce): an approval counts once. Nothing moved, and none of the approvals sent was used.", "Send each approval once, adding one from another operator if more are required; use a new id."},
 }
 
 // Lookup returns the table entry of a code.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -49,10 +50,11 @@ const (
 	fToken
 	fWill
 	fApproval
+	fApprovals
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval", "approvals"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -81,7 +83,7 @@ var opFields = map[Op]struct{ required, optional fieldSet }{
 	OpHello:     {optional: fields(fTTL, fWill)},
 	OpHeartbeat: {required: fields(fLease, fEpoch)},
 	OpBegin:     {required: fields(fLease, fEpoch)},
-	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline, fApproval)},
+	OpStep:      {required: fields(fLease, fEpoch, fSaga, fActuator, fValue), optional: fields(fDeadline, fApproval, fApprovals)},
 	OpCommit:    {required: fields(fLease, fEpoch, fSaga)},
 	OpAbort:     {required: fields(fLease, fEpoch, fSaga), optional: fields(fReason)},
 	OpBye:       {required: fields(fLease, fEpoch)},
@@ -114,6 +116,17 @@ type raw struct {
 	kind kind
 	text string
 	lone bool
+	list strList // approvals: its items
+}
+
+// strList is an array field's items as scanned: the first maxItems+1
+// strings (so memory stays bounded, whatever the array holds), how many
+// items there were, and the kind of the first that is not a string.
+type strList struct {
+	items []string
+	n     int
+	odd   kind
+	oddAt int
 }
 
 // DecodeRequest decodes and validates one request payload. maxBytes bounds
@@ -191,10 +204,20 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 		}
 		k, text := classify(tok)
 		esc := ""
+		var list strList
 		switch k {
 		case kString:
 			esc = loneSurrogate(lit)
-		case kObject, kArray:
+		case kArray:
+			if fieldIndex(key) == fApprovals {
+				list, esc, err = t.strings(MaxApprovals + 1)
+			} else {
+				esc, err = t.skipNested()
+			}
+			if err != nil {
+				return syntax(err)
+			}
+		case kObject:
 			if esc, err = t.skipNested(); err != nil {
 				return syntax(err)
 			}
@@ -214,7 +237,7 @@ func scanObject(payload []byte, rs *[numFields]raw) *Error {
 				first = badRequest(key, "field %q appears more than once", key)
 			}
 		default:
-			rs[i] = raw{n: 1, kind: k, text: text, lone: esc != ""}
+			rs[i] = raw{n: 1, kind: k, text: text, lone: esc != "", list: list}
 		}
 	}
 	if _, _, err := t.next(); err != nil { // the closing brace
@@ -268,6 +291,44 @@ func (t *tokens) skipNested() (string, error) {
 		}
 	}
 	return esc, nil
+}
+
+// strings consumes the rest of an array whose '[' was just read, keeping
+// its first maxItems string items; it returns the first lone surrogate
+// escape in any of its strings, as skipNested does. A nested array or
+// object is skipped whole and counted as one item of that kind.
+func (t *tokens) strings(maxItems int) (strList, string, error) {
+	var l strList
+	esc := ""
+	for {
+		tok, lit, err := t.next()
+		if err != nil {
+			return l, "", err
+		}
+		if d, ok := tok.(json.Delim); ok && d == ']' {
+			return l, esc, nil
+		}
+		k, text := classify(tok)
+		e := ""
+		switch k {
+		case kString:
+			e = loneSurrogate(lit)
+			if len(l.items) < maxItems {
+				l.items = append(l.items, text)
+			}
+		case kObject, kArray:
+			if e, err = t.skipNested(); err != nil {
+				return l, "", err
+			}
+		}
+		if esc == "" {
+			esc = e
+		}
+		if k != kString && l.odd == 0 {
+			l.odd, l.oddAt = k, l.n
+		}
+		l.n++
+	}
 }
 
 // loneSurrogate returns the first lone surrogate escape in the JSON string
@@ -427,13 +488,51 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 				}
 			}
 		case fApproval:
-			r.Approval, err = str(rs, f, 1, MaxApprovalBytes)
+			if r.Approval, err = str(rs, f, 1, MaxApprovalBytes); err == nil && strings.Contains(r.Approval, " ") {
+				err = badRequest("approval", "field \"approval\" holds a space: it is one token; send several in approvals")
+			}
+		case fApprovals:
+			r.Approval, err = approvals(rs)
 		}
 	}
 	if err != nil {
 		return Request{}, err
 	}
 	return r, nil
+}
+
+// approvals reads the approvals field: 1..MaxApprovals tokens, each as
+// the approval field takes one, joined by spaces (Request.Approval).
+func approvals(rs *[numFields]raw) (string, *Error) {
+	const name = "approvals"
+	if err := want(rs, fApprovals, kArray, "an array of approval tokens"); err != nil {
+		return "", err
+	}
+	if rs[fApproval].n > 0 {
+		return "", badRequest(name, "send approval or approvals, not both")
+	}
+	l := rs[fApprovals].list
+	switch {
+	case l.n == 0:
+		return "", badRequest(name, "field %q is empty: leave it out, or send 1..%d tokens", name, MaxApprovals)
+	case l.n > MaxApprovals:
+		return "", badRequest(name, "field %q holds %d tokens, over the limit of %d", name, l.n, MaxApprovals)
+	case l.odd != 0:
+		return "", badRequest(name, "field %q: item %d is %s, want a string", name, l.oddAt+1, l.odd)
+	}
+	for i, tok := range l.items {
+		why := CheckText(tok, MaxApprovalBytes)
+		switch {
+		case tok == "":
+			why = "is empty"
+		case why == "" && strings.Contains(tok, " "):
+			why = "holds a space: a token never does"
+		}
+		if why != "" {
+			return "", badRequest(name, "field %q: item %d %s", name, i+1, why)
+		}
+	}
+	return strings.Join(l.items, " "), nil
 }
 
 func want(rs *[numFields]raw, f int, k kind, what string) *Error {

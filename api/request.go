@@ -2,7 +2,10 @@ package api
 
 import (
 	"math"
+	"strings"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/approval"
 
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
@@ -14,12 +17,15 @@ const (
 	// given no bound. The largest valid request, every string at its limit
 	// and every character \u-escaped, stays under it.
 	DefaultMaxRequestBytes = 8192
-	MaxIDBytes             = 128   // id
-	MaxLeaseBytes          = 128   // lease
-	MaxReasonBytes         = 256   // reason (abort, halt)
-	MaxTokenBytes          = 256   // token (reset)
-	MaxApprovalBytes       = 512   // approval (step): a signed approval token (package approval)
-	MaxDeadlineMS          = 60000 // deadline_ms: a command older than a minute is not a command
+	MaxIDBytes             = 128 // id
+	MaxLeaseBytes          = 128 // lease
+	MaxReasonBytes         = 256 // reason (abort, halt)
+	MaxTokenBytes          = 256 // token (reset)
+	MaxApprovalBytes       = 512 // approval (step): a signed approval token (package approval)
+	// MaxApprovals bounds the tokens of approvals (step): an actuator
+	// requires at most this many (approval.MaxPerStep).
+	MaxApprovals  = approval.MaxPerStep
+	MaxDeadlineMS = 60000 // deadline_ms: a command older than a minute is not a command
 )
 
 // maxTTLMS is the largest ttl_ms a time.Duration holds. Above it ttl_ms
@@ -64,9 +70,25 @@ type Request struct {
 	// ends the lease only if it carries the same, so a late will of an
 	// earlier connection does not end this one's lease. A name-like
 	// token (ValidName), fresh for each connection.
-	Will     string
-	Approval string // step: an operator's signed approval (package approval); "" = none
+	Will string
+	// Approval (step) holds the operators' signed approvals (package
+	// approval), "" for none: one token, or several joined by single
+	// spaces (a token never holds one), as the wire's approval or
+	// approvals field carries them. A string keeps Request comparable,
+	// which de-duplication relies on; Approvals splits it.
+	Approval string
 }
+
+// Approvals returns the step's approval tokens, in the order sent.
+func (r Request) Approvals() []string {
+	if r.Approval == "" {
+		return nil
+	}
+	return strings.Split(r.Approval, " ")
+}
+
+// JoinApprovals is the Approval of a step sending tokens.
+func JoinApprovals(tokens ...string) string { return strings.Join(tokens, " ") }
 
 // Deadline is the instant after which the step is void, counted from when
 // the supervisor received it (received should carry a monotonic reading, as
@@ -105,6 +127,7 @@ type wireRequest struct {
 	Token      string   `json:"token,omitempty"`
 	Will       string   `json:"will,omitempty"`
 	Approval   string   `json:"approval,omitempty"`
+	Approvals  []string `json:"approvals,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -112,7 +135,13 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will, Approval: r.Approval}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will}
+	// One approval goes as approval, as it always has; several as approvals.
+	if toks := r.Approvals(); len(toks) == 1 {
+		w.Approval = toks[0]
+	} else {
+		w.Approvals = toks
+	}
 	if r.Op == OpStep || r.Value != 0 {
 		v := r.Value
 		w.Value = &v

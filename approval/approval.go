@@ -9,6 +9,11 @@
 // keys (Verifier) and remembers each nonce it has admitted until the
 // approval expires, so one approval moves one step once.
 //
+// An actuator may require M approvals from M distinct keys (two-person
+// approval): the step then carries M tokens, each an ordinary approval
+// signed on its own by one operator, and Verifier.Step checks them as a
+// set. The token format below does not change with M.
+//
 // # Token format
 //
 // A token is the unpadded base64url encoding (RFC 4648 §5, no '=') of
@@ -82,6 +87,9 @@ const (
 	MaxTTLLimit   = time.Hour       // no configuration may accept a longer validity
 	DefaultTTL    = 30 * time.Second
 	DefaultMaxTTL = 5 * time.Minute
+	// MaxPerStep bounds the approvals one step may carry, and so the M of
+	// an M-of-N requirement.
+	MaxPerStep = 8
 )
 
 // MaxTokenLen bounds a token's text: the base64url length of the longest
@@ -100,6 +108,10 @@ const (
 	CodeExpired  Code = "APPROVAL_EXPIRED"  // outside its validity window
 	CodeReplayed Code = "APPROVAL_REPLAYED" // its nonce was already used
 	CodeFull     Code = "APPROVALS_FULL"    // too many live approvals remembered: retry later
+	// M-of-N approvals (Step).
+	CodeTooFew       Code = "APPROVALS_TOO_FEW"      // fewer approvals than the actuator requires
+	CodeDuplicateKey Code = "APPROVAL_DUPLICATE_KEY" // two approvals of one step signed by one key
+	CodeDuplicate    Code = "APPROVAL_DUPLICATE"     // one approval (one nonce) twice in one step
 )
 
 // Error is a refused approval.
@@ -370,6 +382,48 @@ func (c Claims) Check(device, actuator string, value float64, saga uint64) error
 		return fail(CodeMismatch, "approval is for saga %d, not %d", c.Saga, saga)
 	}
 	return nil
+}
+
+// Step checks tokens as the approvals of one step — on device, moving
+// actuator to value in saga — and returns their claims in order. Each
+// token must verify (Verify) and approve exactly this step (Check); the
+// first that does not is refused with its code, in the order given. Then,
+// across the tokens: two carrying the same nonce (the same approval sent
+// twice) are refused CodeDuplicate, two signed by one key CodeDuplicateKey.
+// So every claim returned is from a distinct key and has a distinct
+// nonce. Step does not count them against a requirement, nor look at which
+// nonces were used before: both are the caller's.
+func (v *Verifier) Step(tokens []string, now time.Time, device, actuator string, value float64, saga uint64) ([]Claims, error) {
+	if len(tokens) > MaxPerStep {
+		return nil, fail(CodeInvalid, "%d approvals, more than the %d one step may carry", len(tokens), MaxPerStep)
+	}
+	out := make([]Claims, 0, len(tokens))
+	for i, tok := range tokens {
+		c, err := v.Verify(tok, now)
+		if err == nil {
+			err = c.Check(device, actuator, value, saga)
+		}
+		if err != nil {
+			if len(tokens) > 1 {
+				if e, ok := err.(*Error); ok {
+					return nil, fail(e.Code, "approval %d of %d: %s", i+1, len(tokens), e.Msg)
+				}
+			}
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	for i := range out {
+		for j := range i {
+			switch {
+			case out[i].Nonce == out[j].Nonce:
+				return nil, fail(CodeDuplicate, "approvals %d and %d are one approval (nonce %s): each counts once", j+1, i+1, out[i].NonceHex())
+			case out[i].KeyID == out[j].KeyID:
+				return nil, fail(CodeDuplicateKey, "approvals %d and %d are both signed by key %s: each must come from a different key", j+1, i+1, out[i].KeyID)
+			}
+		}
+	}
+	return out, nil
 }
 
 // NonceHex is the nonce as hex, for logs and journals.

@@ -138,6 +138,10 @@ var codeClass = map[string]class{
 	"APPROVAL_EXPIRED":  {refusal: true},
 	"APPROVAL_REPLAYED": {refusal: true},
 	"APPROVALS_FULL":    {refusal: true, sentinel: ErrBackOff},
+	// M-of-N approvals.
+	"APPROVALS_TOO_FEW":      {refusal: true},
+	"APPROVAL_DUPLICATE_KEY": {refusal: true},
+	"APPROVAL_DUPLICATE":     {refusal: true},
 	// The step was applied or may have been, and its saga was unwound.
 	"STEP_FAILED":   {sentinel: ErrSagaEnded},
 	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},

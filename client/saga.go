@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,13 +70,32 @@ func WithDeadline(d time.Duration) StepOption {
 // actuator, the exact value and this saga; an approval sent to any other
 // actuator is checked too, and a bad one refused. Each approval admits one
 // step once: a step refused APPROVAL_REPLAYED needs a new one.
+//
+// Given more than once (or with WithApprovals), the step carries every
+// approval given, for an actuator that requires approvals from several
+// operators (requires_approval: M).
 func WithApproval(token string) StepOption {
+	return WithApprovals(token)
+}
+
+// WithApprovals sends several operators' approvals with the step, each
+// signed by its own key: an actuator marked requires_approval: M moves only
+// with M of them from M distinct keys, and only if every one sent is good.
+// At most api.MaxApprovals go with one step.
+func WithApprovals(tokens ...string) StepOption {
 	return func(r *api.Request) error {
-		if token == "" || len(token) > api.MaxApprovalBytes {
+		all := append(r.Approvals(), tokens...)
+		if len(tokens) == 0 || len(all) > api.MaxApprovals {
 			return &Error{Op: string(api.OpStep), Code: api.CodeBadRequest,
-				Message: fmt.Sprintf("not sent: an approval is 1..%d bytes, got %d", api.MaxApprovalBytes, len(token))}
+				Message: fmt.Sprintf("not sent: a step carries 1..%d approvals, got %d", api.MaxApprovals, len(all))}
 		}
-		r.Approval = token
+		for _, token := range tokens {
+			if token == "" || len(token) > api.MaxApprovalBytes || strings.Contains(token, " ") {
+				return &Error{Op: string(api.OpStep), Code: api.CodeBadRequest,
+					Message: fmt.Sprintf("not sent: an approval is 1..%d bytes without a space, got %d bytes", api.MaxApprovalBytes, len(token))}
+			}
+		}
+		r.Approval = api.JoinApprovals(all...)
 		return nil
 	}
 }

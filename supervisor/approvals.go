@@ -26,8 +26,10 @@ type Approvals struct {
 	// so every approval sent is refused APPROVAL_INVALID, and no actuator
 	// may require one (the config refuses that).
 	Verifier *approval.Verifier
-	// Required names the actuators that move only with an approval.
-	Required map[string]bool
+	// Required names the actuators that move only with approvals, and how
+	// many each needs, from as many distinct keys (1 or more; an actuator
+	// not listed, or listed with 0, needs none).
+	Required map[string]int
 	// Now is the wall clock approvals are checked against (nil: time.Now).
 	Now func() time.Time
 }
@@ -60,34 +62,55 @@ func approvalRefusal(err error) *api.Reply {
 	return &api.Reply{Code: string(code), Message: "approval: " + msg}
 }
 
-// check decides a step's approval before the engine sees it. It returns a
+// check decides a step's approvals before the engine sees it. It returns a
 // refusal, or the hook the engine's gate calls last (Command.Admit) to
-// spend the approval's nonce — nil when the step carries no approval.
+// spend the approvals' nonces — nil when the step carries no approval.
 func (g *approvalGate) check(req api.Request) (admit func() *rollback.Error, refused *api.Reply) {
-	if req.Approval == "" {
-		if g.cfg.Required[req.Actuator] {
-			return nil, &api.Reply{Code: string(approval.CodeRequired),
-				Message: fmt.Sprintf("%s moves only with an operator's signed approval of this step (field approval)", req.Actuator)}
-		}
+	tokens := req.Approvals()
+	need := g.cfg.Required[req.Actuator]
+	switch {
+	case len(tokens) == 0 && need == 0:
 		return nil, nil
+	case len(tokens) == 0:
+		return nil, &api.Reply{Code: string(approval.CodeRequired),
+			Message: fmt.Sprintf("%s moves only with %s of this step (field %s)", req.Actuator, approvalsNeeded(need), approvalField(need))}
+	case len(tokens) < need:
+		// Counted before any signature is checked: too few is too few.
+		return nil, &api.Reply{Code: string(approval.CodeTooFew),
+			Message: fmt.Sprintf("%s moves only with %s of this step; the step carries %d", req.Actuator, approvalsNeeded(need), len(tokens))}
 	}
-	// An approval that is sent is checked, required or not: a bad one is
+	// Approvals that are sent are checked, required or not: a bad one is
 	// refused, never ignored.
 	if g.cfg.Verifier == nil {
 		return nil, &api.Reply{Code: string(approval.CodeInvalid), Message: "approval: this supervisor trusts no approval key (approvals.public_keys)"}
 	}
-	now := g.cfg.Now()
-	c, err := g.cfg.Verifier.Verify(req.Approval, now)
-	if err == nil {
-		err = c.Check(g.cfg.Device, req.Actuator, req.Value, req.Saga)
-	}
+	cs, err := g.cfg.Verifier.Step(tokens, g.cfg.Now(), g.cfg.Device, req.Actuator, req.Value, req.Saga)
 	if err != nil {
 		return nil, approvalRefusal(err)
 	}
-	expires := c.NotAfter.Add(g.cfg.Verifier.Skew())
+	skew := g.cfg.Verifier.Skew()
+	uses := make([]spent, len(cs))
+	for i, c := range cs {
+		uses[i] = spent{nonce: c.Nonce, expires: c.NotAfter.Add(skew)}
+	}
 	return func() *rollback.Error {
-		return g.spent.spend(c.Nonce, expires, g.cfg.Now())
+		return g.spent.spend(uses, g.cfg.Now())
 	}, nil
+}
+
+// approvalsNeeded says what an actuator needing n approvals needs.
+func approvalsNeeded(n int) string {
+	if n <= 1 {
+		return "an operator's signed approval"
+	}
+	return fmt.Sprintf("%d operators' signed approvals, from %d distinct keys,", n, n)
+}
+
+func approvalField(n int) string {
+	if n <= 1 {
+		return "approval"
+	}
+	return "approvals"
 }
 
 // spentSet remembers the nonces of admitted approvals until they expire.
@@ -125,22 +148,28 @@ func (h *spentHeap) Pop() any {
 	return x
 }
 
-// spend marks nonce used until expires (wall clock), or refuses it:
-// APPROVAL_REPLAYED if it was used, APPROVALS_FULL if the set is full.
-// now must carry a monotonic reading (time.Now's).
-func (s *spentSet) spend(nonce [approval.NonceLen]byte, expires, now time.Time) *rollback.Error {
+// spend marks the nonces of uses used until their expiry (wall clock), or
+// refuses them all: APPROVAL_REPLAYED if any was used, APPROVALS_FULL if
+// the set cannot hold them all. Either every nonce is spent or none is.
+// now must carry a monotonic reading (time.Now's). The nonces of uses are
+// distinct (approval.Verifier.Step refuses a repeated one).
+func (s *spentSet) spend(uses []spent, now time.Time) *rollback.Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pruneLocked(now)
-	if _, used := s.nonce[nonce]; used {
-		return &rollback.Error{Code: rollback.Code(approval.CodeReplayed), Message: fmt.Sprintf("approval %x was already used", nonce)}
+	for _, u := range uses {
+		if _, used := s.nonce[u.nonce]; used {
+			return &rollback.Error{Code: rollback.Code(approval.CodeReplayed), Message: fmt.Sprintf("approval %x was already used", u.nonce)}
+		}
 	}
-	if len(s.nonce) >= s.max {
+	if len(s.nonce)+len(uses) > s.max {
 		return &rollback.Error{Code: rollback.Code(approval.CodeFull),
 			Message: fmt.Sprintf("%d unexpired approvals are remembered, the most this supervisor holds: retry when some expire", len(s.nonce))}
 	}
-	s.nonce[nonce] = struct{}{}
-	heap.Push(&s.order, spent{nonce: nonce, expires: expires, due: now.Add(expires.Sub(now.Round(0)))})
+	for _, u := range uses {
+		s.nonce[u.nonce] = struct{}{}
+		heap.Push(&s.order, spent{nonce: u.nonce, expires: u.expires, due: now.Add(u.expires.Sub(now.Round(0)))})
+	}
 	return nil
 }
 

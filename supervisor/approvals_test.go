@@ -36,7 +36,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 	cfg.Journal.Dir = filepath.Join(dir, "journal")
 	cfg.Sim.World = filepath.Join(dir, "world")
 	g := cfg.Actuators["gripper"]
-	g.RequiresApproval = true
+	g.RequiresApproval = 1
 	cfg.Actuators["gripper"] = g
 	pub, priv, err := approval.GenerateKey()
 	if err != nil {
@@ -269,24 +269,27 @@ func TestSpentSetBoundedAndExpires(t *testing.T) {
 	s := newSpentSet(2)
 	now := time.Now()
 	n := func(b byte) (x [approval.NonceLen]byte) { x[0] = b; return }
-	if err := s.spend(n(1), now.Add(time.Second).Round(0), now); err != nil {
+	one := func(nonce [approval.NonceLen]byte, expires time.Time) []spent {
+		return []spent{{nonce: nonce, expires: expires}}
+	}
+	if err := s.spend(one(n(1), now.Add(time.Second).Round(0)), now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.spend(n(1), now.Add(time.Second).Round(0), now); err == nil || err.Code != "APPROVAL_REPLAYED" {
+	if err := s.spend(one(n(1), now.Add(time.Second).Round(0)), now); err == nil || err.Code != "APPROVAL_REPLAYED" {
 		t.Fatalf("replay: %v", err)
 	}
-	if err := s.spend(n(2), now.Add(time.Minute).Round(0), now); err != nil {
+	if err := s.spend(one(n(2), now.Add(time.Minute).Round(0)), now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.spend(n(3), now.Add(time.Minute).Round(0), now); err == nil || err.Code != "APPROVALS_FULL" {
+	if err := s.spend(one(n(3), now.Add(time.Minute).Round(0)), now); err == nil || err.Code != "APPROVALS_FULL" {
 		t.Fatalf("full: %v", err)
 	}
 	// After the first expires (both clocks), it is forgotten and room is made.
 	later := now.Add(2 * time.Second)
-	if err := s.spend(n(3), now.Add(time.Minute).Round(0), later); err != nil {
+	if err := s.spend(one(n(3), now.Add(time.Minute).Round(0)), later); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.spend(n(2), now.Add(time.Minute).Round(0), later); err == nil || err.Code != "APPROVAL_REPLAYED" {
+	if err := s.spend(one(n(2), now.Add(time.Minute).Round(0)), later); err == nil || err.Code != "APPROVAL_REPLAYED" {
 		t.Fatalf("unexpired nonce forgotten: %v", err)
 	}
 }

@@ -103,9 +103,9 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		HaltLine:       line,
 	}
 	if len(cfg.Approvals.Keys) > 0 || len(cfg.ApprovalRequired()) > 0 {
-		a := &Approvals{Device: cfg.Device, Required: map[string]bool{}}
+		a := &Approvals{Device: cfg.Device, Required: map[string]int{}}
 		for _, n := range cfg.ApprovalRequired() {
-			a.Required[n] = true
+			a.Required[n] = int(cfg.Actuators[n].RequiresApproval)
 		}
 		if len(cfg.Approvals.Keys) > 0 {
 			v, err := approval.NewVerifier(cfg.Approvals.Keys, cfg.Approvals.MaxTTL)

@@ -55,7 +55,7 @@ func TestApprovalsConfig(t *testing.T) {
 	if got := c.ApprovalRequired(); len(got) != 1 || got[0] != "valve" {
 		t.Fatalf("ApprovalRequired %v", got)
 	}
-	if c.Actuators["base"].RequiresApproval {
+	if c.Actuators["base"].RequiresApproval != 0 {
 		t.Fatal("requires_approval defaults to true")
 	}
 	d := config.Default()
@@ -63,6 +63,10 @@ func TestApprovalsConfig(t *testing.T) {
 		t.Fatalf("default approvals %+v", d.Approvals)
 	}
 
+	pubCopy := filepath.Join(dir, "copy.pub")
+	if b, err := os.ReadFile(pub); err != nil || os.WriteFile(pubCopy, b, 0o644) != nil {
+		t.Fatal(err)
+	}
 	notKey := filepath.Join(dir, "not-a-key")
 	os.WriteFile(notKey, []byte("hello\n"), 0o644)
 	privFile := filepath.Join(dir, "op.key")
@@ -92,7 +96,17 @@ func TestApprovalsConfig(t *testing.T) {
 		{"not a string", approvalsYAML("approvals:\n  public_keys: [1]\n"), 9,
 			"approvals.public_keys[0]: want a string"},
 		{"not a bool", strings.Replace(approvalsYAML(""), "requires_approval: true", "requires_approval: yes-please", 1), 7,
-			"actuators.valve.requires_approval: want true or false"},
+			"actuators.valve.requires_approval: want true, false or how many approvals (0..8)"},
+		{"more approvals than keys", strings.Replace(approvalsYAML("approvals:\n  public_keys: ["+pub+", "+pub2+"]\n"), "requires_approval: true", "requires_approval: 3", 1), 7,
+			"actuators.valve.requires_approval: valve requires 3 approvals from distinct keys but approvals.public_keys lists 2"},
+		{"negative count", strings.Replace(approvalsYAML("approvals:\n  public_keys: ["+pub+"]\n"), "requires_approval: true", "requires_approval: -1", 1), 7,
+			"actuators.valve.requires_approval: -1 is outside 0..8"},
+		{"count over the per-step bound", strings.Replace(approvalsYAML("approvals:\n  public_keys: ["+pub+"]\n"), "requires_approval: true", "requires_approval: 9", 1), 7,
+			"actuators.valve.requires_approval: 9 is outside 0..8"},
+		{"a fraction", strings.Replace(approvalsYAML("approvals:\n  public_keys: ["+pub+"]\n"), "requires_approval: true", "requires_approval: 1.5", 1), 7,
+			"want true, false or how many approvals"},
+		{"one key in two files", approvalsYAML("approvals:\n  public_keys: [" + pub + ", " + pubCopy + "]\n"), 9,
+			"approvals.public_keys[1]: holds key"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tt.yaml), "arm.yaml")
@@ -103,6 +117,29 @@ func TestApprovalsConfig(t *testing.T) {
 				t.Fatalf("error:\n%v\nwant %q at line %d", err, tt.want, tt.line)
 			}
 		})
+	}
+}
+
+// TestApprovalsCount: requires_approval is true (1), false (0) or a count
+// up to the keys listed; Build hands the count to the supervisor.
+func TestApprovalsCount(t *testing.T) {
+	dir := t.TempDir()
+	var pubs []string
+	for i := range 3 {
+		pubs = append(pubs, writeKey(t, dir, "op"+itoa(i)+".key"))
+	}
+	keys := "approvals:\n  public_keys: [" + strings.Join(pubs, ", ") + "]\n"
+	for in, want := range map[string]config.Approvers{"true": 1, "false": 0, "0": 0, "1": 1, "2": 2, "3": 3} {
+		c, err := config.Parse([]byte(strings.Replace(approvalsYAML(keys), "requires_approval: true", "requires_approval: "+in, 1)), "arm.yaml")
+		if err != nil {
+			t.Fatalf("requires_approval: %s: %v", in, err)
+		}
+		if got := c.Actuators["valve"].RequiresApproval; got != want {
+			t.Errorf("requires_approval: %s decoded to %d, want %d", in, got, want)
+		}
+		if got := len(c.ApprovalRequired()); got != min(int(want), 1) {
+			t.Errorf("requires_approval: %s: ApprovalRequired lists %d actuators", in, got)
+		}
 	}
 }
 

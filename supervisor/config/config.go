@@ -482,11 +482,17 @@ type Actuator struct {
 	SupplyMaxVolts float64 `yaml:"supply_max_volts"`
 	// Timeout bounds one driver call (default actuators.DefaultTimeout).
 	Timeout time.Duration `yaml:"timeout"`
-	// RequiresApproval: a step moves this actuator only with an operator's
-	// signed, single-use approval naming it, the value and the saga
-	// (approvals: must list a public key). Default false.
-	RequiresApproval bool `yaml:"requires_approval"`
+	// RequiresApproval: a step moves this actuator only with operators'
+	// signed, single-use approvals naming it, the value and the saga, from
+	// this many distinct keys (approvals: must list at least as many).
+	// Written true (1), false (0, the default) or a count, 0..8: 2 is
+	// two-person approval.
+	RequiresApproval Approvers `yaml:"requires_approval"`
 }
+
+// Approvers is how many operators' approvals, from distinct keys, a step
+// of an actuator needs: 0 none, 1 one (YAML true), 2 two, and so on.
+type Approvers int
 
 // SimActuator configures a simulated actuator.
 type SimActuator struct {
@@ -544,7 +550,7 @@ type EStop struct {
 func (c *Config) ApprovalRequired() []string {
 	var names []string
 	for _, n := range c.ActuatorNames() {
-		if c.Actuators[n].RequiresApproval {
+		if c.Actuators[n].RequiresApproval > 0 {
 			names = append(names, n)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/approval"
 	"github.com/saga-supervisor/saga-supervisor/limits"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
@@ -340,6 +341,8 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 		})
 	case *actuators.SafePolicy:
 		d.safe(n, path, p)
+	case *Approvers:
+		d.approvers(n, path, p)
 	case *limits.Policy:
 		enum(d, n, path, p, "policy", []string{"reject", "clamp"}, func(s string) (limits.Policy, bool) {
 			v, err := limits.ParsePolicy(s)
@@ -617,6 +620,31 @@ func (d *decoder) integer(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	v.SetInt(i)
+}
+
+// approvers decodes requires_approval: true (1), false (0) or a whole
+// number of approvals (validated against the keys later).
+func (d *decoder) approvers(n *yaml.Node, path string, p *Approvers) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
+		var b bool
+		if err := n.Decode(&b); err == nil {
+			*p = 0
+			if b {
+				*p = 1
+			}
+			return
+		}
+	}
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		d.badValue(n, path, "want true, false or how many approvals (0..%d), got %s", approval.MaxPerStep, describe(n))
+		return
+	}
+	if i < 0 || i > approval.MaxPerStep {
+		d.badValue(n, path, "%s is outside 0..%d (true is 1)", n.Value, approval.MaxPerStep)
+		return
+	}
+	*p = Approvers(i)
 }
 
 // duration decodes a Go duration string ("200ms", "1m30s"). A bare number

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ed25519"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -244,12 +245,17 @@ func (d *decoder) validateApprovals(c *Config) {
 		}
 		seen[f] = i
 	}
-	if len(a.PublicKeys) > 0 || !d.ok("approvals.public_keys") {
+	if !d.ok("approvals.public_keys") {
 		return
 	}
 	for _, name := range c.ApprovalRequired() {
-		d.errorf("actuators."+name+".requires_approval",
-			"%s requires approval but approvals.public_keys lists no key: nothing could ever approve it", name)
+		p := "actuators." + name + ".requires_approval"
+		switch need := int(c.Actuators[name].RequiresApproval); {
+		case len(a.PublicKeys) == 0:
+			d.errorf(p, "%s requires approval but approvals.public_keys lists no key: nothing could ever approve it", name)
+		case need > len(a.PublicKeys):
+			d.errorf(p, "%s requires %d approvals from distinct keys but approvals.public_keys lists %d: nothing could ever approve it", name, need, len(a.PublicKeys))
+		}
 	}
 }
 
@@ -263,6 +269,11 @@ func (d *decoder) readApprovalKeys(c *Config) {
 		k, err := approval.LoadPublicKey(f)
 		if err != nil {
 			d.errorf(p, "%v", err)
+			continue
+		}
+		if slices.ContainsFunc(c.Approvals.Keys, func(o ed25519.PublicKey) bool { return o.Equal(k) }) {
+			// Two files, one key: it would count as two operators.
+			d.errorf(p, "holds key %s, which an earlier file of approvals.public_keys holds too: each key must be another operator's", approval.KeyID(k))
 			continue
 		}
 		c.Approvals.Keys = append(c.Approvals.Keys, k)

@@ -90,7 +90,7 @@ func TestCtlApprovalEndToEnd(t *testing.T) {
 	}
 	dd := daemontest.Start(t, "", func(c *config.Config) {
 		g := c.Actuators["gripper"]
-		g.RequiresApproval = true
+		g.RequiresApproval = 1
 		c.Actuators["gripper"] = g
 		c.Approvals.PublicKeys = []string{key + ".pub"}
 		pub, err := approval.LoadPublicKey(key + ".pub")
