@@ -137,6 +137,21 @@ var badCases = []badCase{
 	{name: "empty approval", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":""}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
 	{name: "approval too long", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":"` + strings.Repeat("A", MaxApprovalBytes+1) + `"}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
 	{name: "approval not a string", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":1}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
+	{name: "approvals on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"approvals":["AAAA"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approval and approvals", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":"AAAA","approvals":["BBBB"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals empty", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":[]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals over the bound", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["A","B","C","D","E","F","G","H","I"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals a string", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":"AAAA"}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item a number", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AAAA",1]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item an array", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":[["AAAA"]]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item null", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AAAA",null]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item empty", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AAAA",""]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item with a space", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AAAA BBBB"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item too long", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["` + strings.Repeat("A", MaxApprovalBytes+1) + `"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item unprintable", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AA\u0000"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals item lone surrogate", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AA\ud800"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approvals twice", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":["AAAA"],"approvals":["BBBB"]}`, code: CodeBadRequest, field: "approvals", id: "k", agent: "a"},
+	{name: "approval with a space", payload: `{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approval":"AAAA BBBB"}`, code: CodeBadRequest, field: "approval", id: "k", agent: "a"},
 	{name: "deadline on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"deadline_ms":100}`, code: CodeBadRequest, field: "deadline_ms", id: "k", agent: "a"},
 	{name: "reason on commit", payload: `{"id":"k","agent":"a","op":"commit","lease":"L1","epoch":7,"saga":3,"reason":"x"}`, code: CodeBadRequest, field: "reason", id: "k", agent: "a"},
 	{name: "reason too long", payload: `{"id":"k","agent":"a","op":"halt","reason":"` + strings.Repeat("r", MaxReasonBytes+1) + `"}`, code: CodeBadRequest, field: "reason", id: "k", agent: "a"},
@@ -205,6 +220,18 @@ func TestLargestValidRequestFits(t *testing.T) {
 	if _, err := DecodeRequest([]byte(p), 0); err != nil {
 		t.Fatalf("%d bytes: %v", len(p), err)
 	}
+	// Approval tokens are base64url, which no JSON encoder escapes: the
+	// most a step may carry, at their limit, written plainly.
+	toks := make([]string, MaxApprovals)
+	for i := range toks {
+		toks[i] = `"` + strings.Repeat("A", MaxApprovalBytes) + `"`
+	}
+	p = `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxNameBytes) + `","op":"step","lease":"` + esc(MaxLeaseBytes) +
+		`","epoch":18446744073709551615,"saga":18446744073709551615,"actuator":"` + esc(MaxNameBytes) +
+		`","value":-1.7976931348623157e+308,"deadline_ms":60000,"approvals":[` + strings.Join(toks, ",") + `]}`
+	if _, err := DecodeRequest([]byte(p), 0); err != nil {
+		t.Fatalf("%d bytes: %v", len(p), err)
+	}
 	p = `{"id":"` + esc(MaxIDBytes) + `","agent":"` + esc(MaxNameBytes) + `","op":"abort","lease":"` + esc(MaxLeaseBytes) +
 		`","epoch":18446744073709551615,"saga":18446744073709551615,"reason":"` + esc(MaxReasonBytes) + `"}`
 	if _, err := DecodeRequest([]byte(p), 0); err != nil {
@@ -235,6 +262,10 @@ func TestDecodeRequestAccepts(t *testing.T) {
 		{"escapes and unicode", `{"id":"\u00e9t\u00e9-1","agent":"bras-gauche","op":"halt","reason":"main lev\u00e9e \u2014 \"stop\""}`,
 			Request{ID: "été-1", Agent: "bras-gauche", Op: OpHalt, Reason: `main levée — "stop"`}},
 		{"approval", replace(`"value":90`, `"value":90,"approval":"AQ-_z09"`),
+			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, Approval: "AQ-_z09"}},
+		{"approvals", replace(`"value":90`, `"value":90,"approvals":["AQ-_z09", "Bw"]`),
+			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, Approval: "AQ-_z09 Bw"}},
+		{"one in approvals is approval", replace(`"value":90`, `"value":90,"approvals":["AQ-_z09"]`),
 			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, Approval: "AQ-_z09"}},
 		{"deadline at its limit", replace(`"value":90`, `"value":90,"deadline_ms":60000`),
 			Request{ID: "c1", Agent: "arm-ctl", Op: OpStep, Lease: "L1", Epoch: 7, Saga: 3, Actuator: "elbow", Value: 90, DeadlineMS: 60000}},
@@ -272,6 +303,8 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Request{ID: "8", Agent: "me", Op: OpHalt, Reason: "person in cell <2m>"}, `{"id":"8","agent":"me","op":"halt","reason":"person in cell <2m>"}`},
 		{Request{ID: "9", Agent: "ops", Op: OpReset, Token: "s3cret"}, `{"id":"9","agent":"ops","op":"reset","token":"s3cret"}`},
 		{Request{ID: "10", Agent: "me", Op: OpStatus}, `{"id":"10","agent":"me","op":"status"}`},
+		{Request{ID: "11", Agent: "me", Op: OpStep, Lease: "L9", Epoch: 42, Saga: 5, Actuator: "valve", Value: 1, Approval: "AQ-_z09"}, `{"id":"11","agent":"me","op":"step","lease":"L9","epoch":42,"saga":5,"actuator":"valve","value":1,"approval":"AQ-_z09"}`},
+		{Request{ID: "12", Agent: "me", Op: OpStep, Lease: "L9", Epoch: 42, Saga: 5, Actuator: "valve", Value: 1, Approval: JoinApprovals("AQ-_z09", "AQ-_z10")}, `{"id":"12","agent":"me","op":"step","lease":"L9","epoch":42,"saga":5,"actuator":"valve","value":1,"approvals":["AQ-_z09","AQ-_z10"]}`},
 	}
 	seen := map[Op]bool{}
 	for _, c := range cases {
@@ -307,6 +340,9 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		{ID: "\xff", Agent: "me", Op: OpStatus},                  // would not come back as itself
 		{ID: "1", Agent: "me", Op: OpStep, Lease: "L", Epoch: 1}, // missing saga, actuator
 		{ID: "1", Agent: "me", Op: OpStep, Lease: "L", Epoch: 1, Saga: 1, Actuator: "x", Value: nan()},
+		{ID: "1", Agent: "me", Op: OpStep, Lease: "L", Epoch: 1, Saga: 1, Actuator: "x", Approval: "A  B"},              // an empty token
+		{ID: "1", Agent: "me", Op: OpStep, Lease: "L", Epoch: 1, Saga: 1, Actuator: "x", Approval: " A"},                // likewise
+		{ID: "1", Agent: "me", Op: OpStep, Lease: "L", Epoch: 1, Saga: 1, Actuator: "x", Approval: "A B C D E F G H I"}, // over MaxApprovals
 	} {
 		if b, err := EncodeRequest(r); err == nil {
 			t.Errorf("%+v encoded as %s", r, b)

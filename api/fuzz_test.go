@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(replace(`"id":"c1"`, `"id":"`+c.lit+`"`)))
 	}
 	f.Add([]byte(step))
+	f.Add([]byte(replace(`"value":90`, `"value":90,"approvals":["AQ-_z09","Bw"]`)))
 	f.Add([]byte(`{"id":"1","agent":"me","op":"hello","ttl_ms":5000}`))
 	f.Add([]byte(`{"id":"6","agent":"me","op":"abort","lease":"L9","epoch":42,"saga":5,"reason":"x"}`))
 	f.Add([]byte(`{"id":"9","agent":"ops","op":"reset","token":"s3cret"}`))
@@ -215,6 +217,48 @@ func FuzzEncodeMax(f *testing.F) {
 			if whole.Report != nil && back.Reply.Report != nil {
 				checkSummary(t, back.Reply.Report, whole.Report)
 			}
+		}
+	})
+}
+
+// FuzzDecodeApprovals splices arbitrary JSON in as a step's approvals
+// value: DecodeRequest never panics, refuses with a code, and accepts only
+// an array of 1..MaxApprovals printable, space-free tokens, which it keeps
+// as encoding/json reads them, in order, and which encode and decode back
+// to the same request.
+func FuzzDecodeApprovals(f *testing.F) {
+	for _, s := range []string{`["AQ-_z09"]`, `["A","B"]`, `[]`, `["A",1]`, `[["A"]]`, `["A B"]`, `"A"`, `["\ud800"]`,
+		`["A","B","C","D","E","F","G","H","I"]`, `[{"a":["b"]},"c"]`, `["\u0041"]`, `[null]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		payload := []byte(`{"id":"k","agent":"a","op":"step","lease":"L1","epoch":7,"saga":3,"actuator":"e","value":1,"approvals":` + value + `}`)
+		r, err := DecodeRequest(payload, 0)
+		if err != nil {
+			if _, ok := Lookup(err.Code); !ok || err.Message == "" {
+				t.Fatalf("refusal %+v: unlisted code or no message", err)
+			}
+			return
+		}
+		var want []string
+		if jerr := json.Unmarshal([]byte(value), &want); jerr != nil {
+			t.Fatalf("accepted approvals %s, which is not an array of strings: %v", value, jerr)
+		}
+		got := r.Approvals()
+		if !slices.Equal(got, want) || len(got) < 1 || len(got) > MaxApprovals {
+			t.Fatalf("approvals %s decoded to %q", value, got)
+		}
+		for _, tok := range got {
+			if tok == "" || strings.Contains(tok, " ") || CheckText(tok, MaxApprovalBytes) != "" {
+				t.Fatalf("accepted token %q", tok)
+			}
+		}
+		b, eerr := EncodeRequest(r)
+		if eerr != nil {
+			t.Fatalf("accepted %+v but cannot encode it: %v", r, eerr)
+		}
+		if back, derr := DecodeRequest(b, 0); derr != nil || back != r {
+			t.Fatalf("%+v encoded as %s decoded to %+v, %v", r, b, back, derr)
 		}
 	})
 }
