@@ -131,3 +131,91 @@ func TestCtlApprovalEndToEnd(t *testing.T) {
 		t.Fatalf("both approval flags exited %d: %s", code, msg)
 	}
 }
+
+// TestCtlApproveSeveralKeys: approve with --key repeated prints one token
+// per key, each verifying under its own key; one key given twice is a
+// usage error.
+func TestCtlApproveSeveralKeys(t *testing.T) {
+	dir := t.TempDir()
+	var pubs []ed25519.PublicKey
+	var files []string
+	for _, n := range []string{"alice.key", "bob.key"} {
+		f := filepath.Join(dir, n)
+		if _, msg, code := ctlOffline("keygen", "--out", f); code != 0 {
+			t.Fatal(msg)
+		}
+		pub, err := approval.LoadPublicKey(f + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubs, files = append(pubs, pub), append(files, f)
+	}
+	out, msg, code := ctlOffline("approve", "--key", files[0], "--key", files[1], "--device", "arm1", "--actuator", "gripper", "--value", "30", "--saga", "7")
+	if code != 0 {
+		t.Fatalf("approve exited %d: %s", code, msg)
+	}
+	toks := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(toks) != 2 {
+		t.Fatalf("approve with two keys printed %q", out)
+	}
+	v, err := approval.NewVerifier(pubs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := v.Step(toks, time.Now(), "arm1", "gripper", 30, 7)
+	if err != nil || cs[0].KeyID != approval.KeyID(pubs[0]) || cs[1].KeyID != approval.KeyID(pubs[1]) {
+		t.Fatalf("the two tokens as one step's approvals: %+v, %v", cs, err)
+	}
+	if _, msg, code := ctlOffline("approve", "--key", files[0], "--key", files[0], "--actuator", "gripper", "--value", "30", "--saga", "7"); code != 2 || !strings.Contains(msg, "same key") {
+		t.Fatalf("one key twice exited %d: %s", code, msg)
+	}
+}
+
+// TestCtlTwoPersonApproval: run-saga against a daemon whose gripper needs
+// two approvals from two keys — one key is too few, both move it, and a
+// line of --ask-approval is split into several tokens.
+func TestCtlTwoPersonApproval(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	var pubs []ed25519.PublicKey
+	for _, n := range []string{"alice.key", "bob.key"} {
+		f := filepath.Join(dir, n)
+		if _, msg, code := ctlOffline("keygen", "--out", f); code != 0 {
+			t.Fatal(msg)
+		}
+		pub, err := approval.LoadPublicKey(f + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, pubs = append(files, f), append(pubs, pub)
+	}
+	dd := daemontest.Start(t, "", func(c *config.Config) {
+		g := c.Actuators["gripper"]
+		g.RequiresApproval = 2
+		c.Actuators["gripper"] = g
+		c.Approvals.PublicKeys = []string{files[0] + ".pub", files[1] + ".pub"}
+		c.Approvals.Keys = pubs
+	})
+	d := &ctlDaemon{sup: dd.Sup, url: dd.URL()}
+
+	out, msg, code := d.ctl(t, "run-saga", "--approval-key", files[0], "gripper=30")
+	if code != 1 || !strings.Contains(msg, "APPROVALS_TOO_FEW") {
+		t.Fatalf("run-saga with one key exited %d: %s\n%s", code, msg, out)
+	}
+	out, msg, code = d.ctl(t, "run-saga", "--approval-key", files[0], "--approval-key", files[1], "gripper=30")
+	if code != 0 || !strings.Contains(out, "committed") || d.commanded("gripper") != 30 {
+		t.Fatalf("run-saga with two keys exited %d (gripper %v): %s\n%s", code, d.commanded("gripper"), msg, out)
+	}
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+	stdin = strings.NewReader("not-a-token not-one-either\n")
+	out, msg, code = d.ctl(t, "run-saga", "--ask-approval", "gripper=40")
+	if code != 1 || !strings.Contains(msg, "APPROVAL_INVALID") {
+		t.Fatalf("run-saga --ask-approval with two bad tokens exited %d: %s\n%s", code, msg, out)
+	}
+	stdin = strings.NewReader("not-a-token\n")
+	out, msg, code = d.ctl(t, "run-saga", "--ask-approval", "gripper=40")
+	if code != 1 || !strings.Contains(msg, "APPROVALS_TOO_FEW") || d.commanded("gripper") != 30 {
+		t.Fatalf("run-saga --ask-approval with one token exited %d: %s\n%s", code, msg, out)
+	}
+}

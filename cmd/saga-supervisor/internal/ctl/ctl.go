@@ -69,12 +69,16 @@ OPs:
                                never overwrites
   approve --key FILE --saga N --actuator A --value V [--ttl 30s]
                                print an approval token for one step (the device is
-                               --device); no broker is contacted
+                               --device); no broker is contacted. --key repeated:
+                               one token per key, one per line
 
 run-saga takes --approval-key FILE (sign each step's approval with the
-operator key, once the saga id is known) or --ask-approval (print the saga id
-and read each step's token, or an empty line for none, from standard input):
-for actuators marked requires_approval (docs/API.md, "Approvals").
+operator key, once the saga id is known; repeated, with each key) or
+--ask-approval (print the saga id and read each step's tokens, separated by
+spaces, or an empty line for none, from standard input): for actuators marked
+requires_approval (docs/API.md, "Approvals"). An actuator requiring M
+approvals needs M tokens from M operators' keys: each operator runs approve
+with their own key, and the tokens are pasted on one line.
 
 A lease lives only as long as the process that holds it keeps heartbeating, so
 begin, step, commit and abort cannot be separate invocations: the lease, and
@@ -284,7 +288,8 @@ func Run(args []string, w io.Writer) error {
 		overMQTT                 bool
 		deadline, forDur         time.Duration
 		count                    int
-		keyFile, outFile         string
+		keyFiles                 keyFileList
+		outFile                  string
 		actuator                 string
 		value                    float64
 		sagaID                   uint64
@@ -303,13 +308,13 @@ func Run(args []string, w io.Writer) error {
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
 		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
-		ofs.StringVar(&keyFile, "approval-key", "", "sign each step's approval with this operator private key (mode 0600 or 0400)")
-		ofs.BoolVar(&askApproval, "ask-approval", false, "print the saga id, then read each step's approval token from standard input (an empty line: none)")
+		ofs.Var(&keyFiles, "approval-key", "sign each step's approval with this operator private key (mode 0600 or 0400); repeat it to sign with several keys (requires_approval: M)")
+		ofs.BoolVar(&askApproval, "ask-approval", false, "print the saga id, then read each step's approval tokens from standard input: one line per step, tokens separated by spaces (an empty line: none)")
 		ofs.DurationVar(&approvalTTL, "approval-ttl", approvalTTL, "with --approval-key: how long each approval is valid")
 	case "keygen":
 		ofs.StringVar(&outFile, "out", "", "the private key file to write (its public key goes to FILE.pub)")
 	case "approve":
-		ofs.StringVar(&keyFile, "key", "", "the operator's private key file (mode 0600 or 0400)")
+		ofs.Var(&keyFiles, "key", "the operator's private key file (mode 0600 or 0400); repeated, one token per key, one per line")
 		ofs.StringVar(&actuator, "actuator", "", "the actuator the step moves")
 		ofs.Float64Var(&value, "value", math.NaN(), "the exact value the step commands")
 		ofs.Uint64Var(&sagaID, "saga", 0, "the saga the step belongs to")
@@ -353,7 +358,7 @@ func Run(args []string, w io.Writer) error {
 		if g.ttl != 0 {
 			approvalTTL = g.ttl
 		}
-		return opApprove(w, g.device, keyFile, actuator, value, sagaID, approvalTTL)
+		return opApprove(w, g.device, keyFiles, actuator, value, sagaID, approvalTTL)
 	}
 
 	opt, err := g.options()
@@ -397,32 +402,30 @@ func Run(args []string, w io.Writer) error {
 		}
 		var ap approver
 		switch {
-		case keyFile != "" && askApproval:
+		case len(keyFiles) > 0 && askApproval:
 			return usageErr(errors.New("run-saga: give --approval-key or --ask-approval, not both"))
-		case keyFile != "":
+		case len(keyFiles) > 0:
 			if approvalTTL <= 0 || approvalTTL > approval.MaxTTLLimit {
 				return usageErr(fmt.Errorf("--approval-ttl %v is outside 1ms..%v", approvalTTL, approval.MaxTTLLimit))
 			}
-			priv, err := approval.LoadPrivateKey(keyFile)
+			privs, err := loadApprovalKeys(keyFiles)
 			if err != nil {
 				return usageErr(fmt.Errorf("--approval-key: %w", err))
 			}
 			dev := g.device
-			ap = func(saga uint64, s sagaStep) (string, error) {
-				now := time.Now()
-				return approval.Sign(priv, approval.Claims{Device: dev, Actuator: s.actuator, Value: s.value, Saga: saga,
-					NotBefore: now, NotAfter: now.Add(approvalTTL)})
+			ap = func(saga uint64, s sagaStep) ([]string, error) {
+				return signAll(privs, approval.Claims{Device: dev, Actuator: s.actuator, Value: s.value, Saga: saga}, approvalTTL)
 			}
 		case askApproval:
 			in := bufio.NewReader(stdin)
-			ap = func(saga uint64, s sagaStep) (string, error) {
-				fmt.Fprintf(w, "approval for saga %d, %s=%s (saga-supervisor ctl approve --saga %d --actuator %s --value %s); empty line: none:\n",
+			ap = func(saga uint64, s sagaStep) ([]string, error) {
+				fmt.Fprintf(w, "approval for saga %d, %s=%s (saga-supervisor ctl approve --saga %d --actuator %s --value %s); several: separated by spaces; empty line: none:\n",
 					saga, s.actuator, formatFloat(s.value), saga, s.actuator, formatFloat(s.value))
 				line, err := in.ReadString('\n')
 				if err != nil && (err != io.EOF || line == "") {
-					return "", fmt.Errorf("reading the approval: %w", err)
+					return nil, fmt.Errorf("reading the approval: %w", err)
 				}
-				return strings.TrimSpace(line), nil
+				return strings.Fields(line), nil
 			}
 		}
 		return opRunSaga(ctx, opt, out, steps, reason, sopts, ap)

@@ -71,8 +71,8 @@ type sagaJSON struct {
 	Halt      *haltNotice     `json:"halt,omitempty"` // latched when run-saga started
 }
 
-// approver gives the approval token of a step of saga ("" for none).
-type approver func(saga uint64, s sagaStep) (string, error)
+// approver gives the approval tokens of a step of saga (none: nil).
+type approver func(saga uint64, s sagaStep) ([]string, error)
 
 // stdin is where --ask-approval reads tokens (tests replace it).
 var stdin io.Reader = os.Stdin
@@ -125,7 +125,7 @@ func opRunSaga(ctx context.Context, opt client.Options, out *output, steps []sag
 	for i, s := range steps {
 		opts := sopts
 		if ap != nil {
-			tok, err := ap(saga.ID(), s)
+			toks, err := ap(saga.ID(), s)
 			if err != nil {
 				cctx, cancel := cleanupCtx(opt)
 				rep, _ := saga.Abort(cctx, "run-saga: no approval")
@@ -133,8 +133,8 @@ func opRunSaga(ctx context.Context, opt client.Options, out *output, steps []sag
 				res.Aborted, res.Report = rep != nil, rep
 				return finish(fmt.Errorf("step %s=%g: approval: %w; saga %d aborted", s.actuator, s.value, err, saga.ID()), err)
 			}
-			if tok != "" {
-				opts = append(opts[:len(opts):len(opts)], client.WithApproval(tok))
+			if len(toks) > 0 {
+				opts = append(opts[:len(opts):len(opts)], client.WithApprovals(toks...))
 			}
 		}
 		r, err := saga.Step(ctx, s.actuator, s.value, opts...)
