@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -168,6 +168,8 @@ class Rig:
         root: Path,
         *,
         approval_pub: Optional[Path] = None,
+        approval_pubs: Sequence[Path] = (),
+        approvals_required: int = 1,
         tls: Optional[Tuple[Path, Path]] = None,
         shipped_paths: bool = False,
     ) -> None:
@@ -215,9 +217,11 @@ class Rig:
         if tls is not None:
             assert kind == "embedded"
             text = _replace(text, "  prefix: saga/v1\n", f"  prefix: saga/v1\n  tls:\n    cert_file: {tls[0]}\n    key_file: {tls[1]}\n")
-        if approval_pub is not None:
-            text = _replace(text, "  gripper:\n    kind: servo\n", "  gripper:\n    kind: servo\n    requires_approval: true\n")
-            text += f"\napprovals:\n  public_keys:\n    - {approval_pub}\n  max_ttl: 5m\n"
+        pubs = ([approval_pub] if approval_pub is not None else []) + list(approval_pubs)
+        if pubs:
+            need = "true" if approvals_required == 1 else str(approvals_required)
+            text = _replace(text, "  gripper:\n    kind: servo\n", f"  gripper:\n    kind: servo\n    requires_approval: {need}\n")
+            text += "\napprovals:\n  public_keys:\n" + "".join(f"    - {p}\n" for p in pubs) + "  max_ttl: 5m\n"
         self.config = root / "arm.yaml"
         self.config.write_text(text)
         self.config.chmod(0o600)

@@ -378,6 +378,46 @@ def test_approval_attached_to_a_step(binary: str, tmp_path: Path) -> None:
         rig.close(failed)
 
 
+def test_two_person_approval(binary: str, tmp_path: Path) -> None:
+    """The gripper requires 2 approvals of 3 keys: one is too few, one key
+    twice is refused, two operators' tokens move it, and a spent token
+    sent again beside a fresh one is refused without spending the fresh one."""
+    keys = [tmp_path / f"op{i}.key" for i in range(3)]
+    for key in keys:
+        subprocess.run([binary, "ctl", "keygen", "--out", str(key)], check=True, capture_output=True, timeout=30)
+    (tmp_path / "rig").mkdir()
+    rig = Rig(binary, "embedded", tmp_path / "rig", approval_pubs=[Path(str(k) + ".pub") for k in keys], approvals_required=2)
+    failed = True
+    try:
+
+        def approve(key: Path, saga: int, value: float) -> str:
+            out = subprocess.run(
+                [binary, "ctl", "approve", "--key", str(key), "--saga", str(saga), "--actuator", "gripper", "--value", repr(value), "--device", DEVICE],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            return out.stdout.strip()
+
+        with rig.client("planner") as c, c.saga() as s:
+            a, b = approve(keys[0], s.id, 30), approve(keys[1], s.id, 30)
+            for tokens, code in (([a], "APPROVALS_TOO_FEW"), ([a, approve(keys[0], s.id, 30)], "APPROVAL_DUPLICATE_KEY"), ([a, a], "APPROVAL_DUPLICATE")):
+                with pytest.raises(ss.ApprovalError) as e:
+                    s.step("gripper", 30, approvals=tokens)
+                assert e.value.code == code and rig.commanded("gripper") == 0
+            assert s.step("gripper", 30, approval=a, approvals=[b]).step == 1
+            assert rig.commanded("gripper") == 30
+            fresh = approve(keys[2], s.id, 30)
+            with pytest.raises(ss.ApprovalError) as e:
+                s.step("gripper", 30, approvals=[fresh, b])
+            assert e.value.code == "APPROVAL_REPLAYED"
+            assert s.step("gripper", 30, approvals=[fresh, approve(keys[0], s.id, 30)]).step == 2
+        failed = False
+    finally:
+        rig.close(failed)
+
+
 def test_tls(binary: str, tmp_path: Path) -> None:
     """ssl:// to the embedded broker's TLS listener, verified with a CA."""
     openssl = need_tool("openssl")

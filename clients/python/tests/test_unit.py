@@ -134,6 +134,14 @@ def test_numbers_encode_as_go_does() -> None:
         assert float(want) == v
 
 
+def test_approvals_encode_as_go_does() -> None:
+    """Several tokens go as approvals, one as approval (api.EncodeRequest)."""
+    base = {"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "valve", "value": 1}
+    head = '{"id":"1","agent":"me","op":"step","lease":"L","epoch":1,"saga":1,"actuator":"valve","value":1,'
+    assert _wire.encode_request({**base, "approvals": ["AQ", "Bw"]}).decode() == head + '"approvals":["AQ","Bw"]}'
+    assert _wire.encode_request({**base, "approvals": ("AQ",)}).decode() == head + '"approval":"AQ"}'
+
+
 @pytest.mark.parametrize(
     "req, code",
     [
@@ -149,6 +157,14 @@ def test_numbers_encode_as_go_does() -> None:
         ({"id": "1", "agent": "me", "op": "jump"}, "BAD_REQUEST"),
         ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approval": "x" * 513}, "BAD_REQUEST"),
         ({"id": "1", "agent": "me", "op": "halt", "reason": "é" * 129}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": []}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": "AAAA"}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": ["A"] * 9}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": ["A B"]}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": ["A", 1]}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approvals": ["A", ""]}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approval": "A", "approvals": ["B", "C"]}, "BAD_REQUEST"),
+        ({"id": "1", "agent": "me", "op": "step", "lease": "L", "epoch": 1, "saga": 1, "actuator": "elbow", "value": 1, "approval": "A B"}, "BAD_REQUEST"),
     ],
 )
 def test_refused_before_sending(req: Dict[str, Any], code: str) -> None:

@@ -25,6 +25,7 @@ MAX_LEASE_BYTES = 128
 MAX_REASON_BYTES = 256
 MAX_TOKEN_BYTES = 256
 MAX_APPROVAL_BYTES = 512
+MAX_APPROVALS = 8  # tokens in one step's approvals
 MAX_DEADLINE_MS = 60000
 MAX_REQUEST_BYTES = 8192
 MAX_SECRET_BYTES = 4096
@@ -46,6 +47,7 @@ _KEY_ORDER = (
     "token",
     "will",
     "approval",
+    "approvals",
 )
 
 # The fields each op may carry besides id, agent and op (docs/API.md,
@@ -55,7 +57,7 @@ OP_FIELDS: Dict[str, Tuple[str, ...]] = {
     "hello": ("ttl_ms", "will"),
     "heartbeat": ("lease", "epoch"),
     "begin": ("lease", "epoch"),
-    "step": ("lease", "epoch", "saga", "actuator", "value", "deadline_ms", "approval"),
+    "step": ("lease", "epoch", "saga", "actuator", "value", "deadline_ms", "approval", "approvals"),
     "commit": ("lease", "epoch", "saga"),
     "abort": ("lease", "epoch", "saga", "reason"),
     "bye": ("lease", "epoch"),
@@ -229,8 +231,25 @@ def encode_request(req: Dict[str, Any]) -> bytes:
                 raise _bad(op, p)
         elif k == "approval":
             p = text_problem(v, "approval", 1, MAX_APPROVAL_BYTES)
+            if p is None and " " in v:
+                p = "approval holds a space: it is one token; send several in approvals"
             if p is not None:
                 raise _bad(op, p)
+        elif k == "approvals":
+            if "approval" in req:
+                raise _bad(op, "send approval or approvals, not both")
+            if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)) or not 1 <= len(v) <= MAX_APPROVALS:
+                raise _bad(op, f"approvals must be a list of 1..{MAX_APPROVALS} tokens, got {v!r:.80}")
+            for i, tok in enumerate(v):
+                p = text_problem(tok, f"approvals item {i + 1}", 1, MAX_APPROVAL_BYTES)
+                if p is None and " " in tok:
+                    p = f"approvals item {i + 1} holds a space: a token never does"
+                if p is not None:
+                    raise _bad(op, p)
+            if len(v) == 1:
+                out["approval"] = v[0]  # one token goes as approval, as the Go client sends it
+                continue
+            v = list(v)
         out[k] = v
     for k in allowed:
         if k in ("lease", "epoch", "saga", "actuator", "value", "token") and k not in out:
@@ -241,6 +260,8 @@ def encode_request(req: Dict[str, Any]) -> bytes:
             text = go_float(v)
         elif isinstance(v, int):
             text = str(v)
+        elif isinstance(v, list):
+            text = "[" + ",".join(encode_basestring(t) for t in v) + "]"
         else:
             text = encode_basestring(v)  # json.dumps(v, ensure_ascii=False), in C
         parts.append(f'"{k}":{text}')

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Type, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Type, Union
 
 from . import _paho
 from ._wire import (
@@ -1102,6 +1102,7 @@ class Saga:
         *,
         deadline: Optional[float] = None,
         approval: Optional[str] = None,
+        approvals: Optional[Sequence[str]] = None,
         timeout: Optional[float] = None,
     ) -> StepResult:
         """Command one actuator.
@@ -1114,6 +1115,9 @@ class Saga:
                 rounded up to a millisecond, 0.001..60.
             approval: an operator's signed approval token for this exact step
                 (``saga-supervisor ctl approve``).
+            approvals: several operators' tokens, each signed by its own key,
+                for an actuator marked ``requires_approval: M`` (1..8 tokens;
+                with ``approval``, it is sent first).
             timeout: seconds to wait for the reply.
 
         Raises:
@@ -1129,8 +1133,11 @@ class Saga:
             if not (deadline > 0 and ms <= MAX_DEADLINE_MS):
                 raise RequestError(f"not sent: deadline {deadline!r}s is outside 0.001..{MAX_DEADLINE_MS / 1000:g}s", code="BAD_REQUEST", op="step")
             req["deadline_ms"] = ms
-        if approval is not None:
-            req["approval"] = approval
+        tokens = ([approval] if approval is not None else []) + list(approvals or [])
+        if len(tokens) == 1:
+            req["approval"] = tokens[0]
+        elif tokens:
+            req["approvals"] = tokens
         with self._lock:
             r = self._call(req, timeout)
         v = _number(value, math.nan)

@@ -29,7 +29,8 @@ The families follow api/codes.go, and the Go client's sentinel errors
     ├── StepRefusedError      DEADLINE_PASSED, ACTUATOR_UNKNOWN, ACTUATOR_BUSY
     │   ├── LimitError        LIMIT_MIN, LIMIT_MAX, LIMIT_STEP, LIMIT_SLEW
     │   └── SupplyError       SUPPLY_LOW, SUPPLY_HIGH, SUPPLY_UNKNOWN, SUPPLY_STALE, SUPPLY_TRIPPED
-    ├── ApprovalError         APPROVAL_REQUIRED, _INVALID, _MISMATCH, _EXPIRED, _REPLAYED
+    ├── ApprovalError         APPROVAL_REQUIRED, _INVALID, _MISMATCH, _EXPIRED, _REPLAYED,
+    │                         APPROVALS_TOO_FEW, APPROVAL_DUPLICATE_KEY, APPROVAL_DUPLICATE
     │   └── ApprovalsFullError APPROVALS_FULL (a BackOffError too)
     ├── InternalError         INTERNAL, and a code this client does not know
     └── ClientError           the client's own conditions, no code
@@ -228,7 +229,9 @@ class SupplyError(StepRefusedError):
 class ApprovalError(SagaSupervisorError):
     """An operator's approval was required, or the one sent cannot be used
     (``APPROVAL_REQUIRED``, ``APPROVAL_INVALID``, ``APPROVAL_MISMATCH``,
-    ``APPROVAL_EXPIRED``, ``APPROVAL_REPLAYED``). Nothing moved."""
+    ``APPROVAL_EXPIRED``, ``APPROVAL_REPLAYED``; with several approvals,
+    ``APPROVALS_TOO_FEW``, ``APPROVAL_DUPLICATE_KEY``, ``APPROVAL_DUPLICATE``).
+    Nothing moved."""
 
 
 class ApprovalsFullError(ApprovalError, BackOffError):
@@ -321,6 +324,9 @@ CODES: Dict[str, Tuple[Type[SagaSupervisorError], bool]] = {
     "APPROVAL_EXPIRED": (ApprovalError, True),
     "APPROVAL_REPLAYED": (ApprovalError, True),
     "APPROVALS_FULL": (ApprovalsFullError, True),
+    "APPROVALS_TOO_FEW": (ApprovalError, True),
+    "APPROVAL_DUPLICATE_KEY": (ApprovalError, True),
+    "APPROVAL_DUPLICATE": (ApprovalError, True),
     "STEP_FAILED": (StepFailedError, False),
     "STEP_IN_DOUBT": (StepFailedError, False),
     "INTERNAL": (InternalError, False),
