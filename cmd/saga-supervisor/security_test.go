@@ -99,6 +99,7 @@ type secure struct {
 	operator *hAgent
 	planSaga uint64
 	rss      []string
+	priv2    ed25519.PrivateKey // a second operator: the shoulder needs both
 }
 
 func (s *secure) pw(t *testing.T, user string) string {
@@ -136,9 +137,10 @@ func mosquittoPasswd(t *testing.T, file string, create bool, user, pass string) 
 }
 
 // securityConfig is config.DefaultYAML as shipped (locked), with temporary
-// paths, instant servos, the test's agents, the gripper behind approvals
+// paths, instant servos, the test's agents, the gripper behind approvals, the
+// shoulder behind two operators' approvals (requires_approval: 2)
 // and a reset token; on mosquitto the supervisor's login.
-func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKey string) string {
+func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr string, pubKeys ...string) string {
 	t.Helper()
 	token := filepath.Join(dir, "token")
 	if err := os.WriteFile(token, []byte(secToken+"\n"), 0o600); err != nil {
@@ -159,6 +161,7 @@ func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKe
 		{"    password_file: ./saga-data/mqtt/passwd", "    password_file: " + filepath.Join(dir, "mqtt", "passwd")},
 		{"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: " + filepath.Join(dir, "mqtt", "credentials")},
 		{"  gripper:\n    kind: servo\n", "  gripper:\n    kind: servo\n    requires_approval: true\n"},
+		{"  shoulder:\n    kind: servo\n", "  shoulder:\n    kind: servo\n    requires_approval: 2\n"},
 	}
 	if kind == "mosquitto" {
 		repl = append(repl, [2]string{`  username: ""`, "  username: " + secSup},
@@ -170,7 +173,7 @@ func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKe
 		}
 		text = strings.ReplaceAll(text, r[0], r[1])
 	}
-	text += "\napprovals:\n  public_keys:\n    - " + pubKey + "\n  max_ttl: 5m\n"
+	text += "\napprovals:\n  public_keys:\n    - " + strings.Join(pubKeys, "\n    - ") + "\n  max_ttl: 5m\n"
 	path := filepath.Join(dir, "arm.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -197,11 +200,20 @@ func newSecure(t *testing.T, kind string) *secure {
 	if err := approval.WriteKeyPair(keyPath, pub, priv, "security test"); err != nil {
 		t.Fatal(err)
 	}
+	pub2, priv2, err := approval.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.priv2 = priv2
+	key2Path := filepath.Join(dir, "operator2.key")
+	if err := approval.WriteKeyPair(key2Path, pub2, priv2, "security test, second operator"); err != nil {
+		t.Fatal(err)
+	}
 
 	var cfgPath string
 	switch kind {
 	case "embedded":
-		cfgPath = securityConfig(t, dir, kind, "embedded", brokerAddr, httpAddr, keyPath+".pub")
+		cfgPath = securityConfig(t, dir, kind, "embedded", brokerAddr, httpAddr, keyPath+".pub", key2Path+".pub")
 		// stranger has a valid password file line but is no agent.
 		if err := os.MkdirAll(filepath.Join(dir, "mqtt"), 0o700); err != nil {
 			t.Fatal(err)
@@ -210,7 +222,7 @@ func newSecure(t *testing.T, kind string) *secure {
 		s.creds = filepath.Join(dir, "mqtt", "credentials")
 	case "mosquitto":
 		mq := filepath.Join(dir, "mosquitto")
-		cfgPath = securityConfig(t, dir, kind, h.broker, `""`, httpAddr, keyPath+".pub")
+		cfgPath = securityConfig(t, dir, kind, h.broker, `""`, httpAddr, keyPath+".pub", key2Path+".pub")
 		if out, code := run(t, "mosquitto-config", "--config", cfgPath, "--out", mq, "--listen", brokerAddr); code != 0 {
 			t.Fatalf("mosquitto-config: exit %d\n%s", code, out)
 		}
@@ -732,6 +744,9 @@ func securityCases() []secCase {
 		{name: "46_cross_site_text_plain_and_form_403", run: caseCrossSiteForms},
 		{name: "47_cors_preflight_foreign_origin_403", run: caseCORSPreflight},
 		{name: "48_host_less_http10_421", run: caseHostless},
+		// Two-person approval: the shoulder needs approvals from both keys.
+		{name: "58_two_person_one_key_signing_twice", run: caseTwoPersonOneKeyTwice},
+		{name: "59_two_person_signature_replayed", run: caseTwoPersonReplayed},
 		{name: "40_connection_flood_wrong_passwords", run: caseConnectFlood},
 		// Last: it locks HTTP resets for a minute.
 		{name: "39_token_guessing_429", run: caseTokenGuessing},
@@ -1210,6 +1225,57 @@ func caseApprovalRequired(t *testing.T, s *secure) {
 	s.wrist.refused(t, "step", kv{"saga": saga, "actuator": "gripper", "value": s.grip() + 10}, string(approval.CodeRequired))
 	s.wrist.ok(t, "abort", kv{"saga": saga})
 	s.wrist.bye(t)
+}
+
+// --- two-person approval ----------------------------------------------------
+
+func (s *secure) shoulder() float64 { return s.baseline["shoulder"] }
+
+// approveShoulder signs an approval of planner's step of the shoulder to
+// its baseline (which moves nothing) with priv.
+func (s *secure) approveShoulder(t *testing.T, priv ed25519.PrivateKey) string {
+	now := time.Now()
+	return s.approve(t, priv, secDev, "shoulder", s.shoulder(), s.planSaga, now.Add(-time.Second), now.Add(time.Minute))
+}
+
+// caseTwoPersonOneKeyTwice: one operator's key cannot stand in for two —
+// not with two of its signatures, nor one sent twice — and none of the
+// signatures sent is spent by those refusals.
+func caseTwoPersonOneKeyTwice(t *testing.T, s *secure) {
+	a1, a2 := s.approveShoulder(t, s.priv), s.approveShoulder(t, s.priv)
+	step := func(toks ...string) kv {
+		return kv{"saga": s.planSaga, "actuator": "shoulder", "value": s.shoulder(), "approvals": toks}
+	}
+	s.planner.refused(t, "step", kv{"saga": s.planSaga, "actuator": "shoulder", "value": s.shoulder(), "approval": a1}, string(approval.CodeTooFew))
+	s.planner.refused(t, "step", step(a1, a2), string(approval.CodeDuplicateKey))
+	s.planner.refused(t, "step", step(a1, a1), string(approval.CodeDuplicate))
+	// Neither was spent: with the second operator's, each still counts.
+	s.planner.ok(t, "step", step(a1, s.approveShoulder(t, s.priv2)))
+	s.planner.ok(t, "step", step(s.approveShoulder(t, s.priv2), a2))
+}
+
+// caseTwoPersonReplayed: a signature spent in an admitted step, sent again
+// beside a fresh one, is refused, and the fresh one is not spent.
+func caseTwoPersonReplayed(t *testing.T, s *secure) {
+	a, b := s.approveShoulder(t, s.priv), s.approveShoulder(t, s.priv2)
+	step := func(toks ...string) kv {
+		return kv{"saga": s.planSaga, "actuator": "shoulder", "value": s.shoulder(), "approvals": toks}
+	}
+	s.planner.ok(t, "step", step(a, b))
+	s.planner.refused(t, "step", step(a, b), string(approval.CodeReplayed))
+	fresh := s.approveShoulder(t, s.priv2)
+	s.planner.refused(t, "step", step(a, fresh), string(approval.CodeReplayed))
+	s.planner.refused(t, "step", step(fresh, a), string(approval.CodeReplayed))
+	// Mallory, with the spent pair, in a saga of its own: refused.
+	s.mallory.hello(t, secTTL)
+	saga := s.mallory.begin(t)
+	if r := s.mallory.call(t, "step", kv{"saga": saga, "actuator": "shoulder", "value": s.shoulder(), "approvals": []string{a, b}}); r.OK ||
+		(r.Code != string(approval.CodeMismatch) && r.Code != string(approval.CodeReplayed)) {
+		t.Errorf("mallory with planner's spent pair: %s, want APPROVAL_MISMATCH or APPROVAL_REPLAYED", r.Raw)
+	}
+	s.mallory.ok(t, "abort", kv{"saga": saga})
+	s.mallory.bye(t)
+	s.planner.ok(t, "step", step(fresh, s.approveShoulder(t, s.priv)))
 }
 
 // --- HTTP ---------------------------------------------------------------------
