@@ -75,6 +75,11 @@ func TestApprovalsTwoOfThree(t *testing.T) {
 	start := r.commanded("gripper")
 	sign := func(i int, v float64) string { return r.signBy(k[i], saga, "gripper", v) }
 
+	for _, as := range r.s.Status().Actuators {
+		if want := map[string]int{"gripper": 2}[as.Name]; as.ApprovalsRequired != want {
+			t.Fatalf("status: %s approvals_required %d, want %d", as.Name, as.ApprovalsRequired, want)
+		}
+	}
 	want("none", a.stepWith(saga, "gripper", 30), "APPROVAL_REQUIRED")
 	a0 := sign(0, 30)
 	want("one", a.stepWith(saga, "gripper", 30, a0), "APPROVALS_TOO_FEW")

@@ -61,6 +61,9 @@ type ActuatorStatus struct {
 	// It is no fault and does not count against readiness.
 	NotDriven bool   `json:"not_driven,omitempty"`
 	Error     string `json:"error,omitempty"` // read-back failure, lost link: a fault
+	// ApprovalsRequired is how many operators' approvals, from distinct
+	// keys, a step of it needs (requires_approval); 0: none.
+	ApprovalsRequired int `json:"approvals_required,omitempty"`
 }
 
 // LeaseJSON is a live lease for status. It names the agent but carries
@@ -103,7 +106,7 @@ func (s *Supervisor) Status() Status {
 	}
 	for _, name := range s.reg.Names() {
 		a := s.reg.Get(name)
-		as := ActuatorStatus{Name: name, Kind: string(a.Kind)}
+		as := ActuatorStatus{Name: name, Kind: string(a.Kind), ApprovalsRequired: s.approve.cfg.Required[name]}
 		as.Commanded, _ = s.engine.Commanded(name)
 		if rb, ok := a.Driver.(actuators.ReadBacker); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), a.DriverTimeout())

@@ -138,7 +138,9 @@ function renderActuators(d) {
       default: rb = tag("no read-back", "off");
     }
     const safe = cfg.safe_mode === "value" ? "value " + num(cfg.safe_value) : cfg.safe_mode;
-    const tr = row([cfg.name, cfg.kind, b, el("span", "commanded", num(a.commanded)), rb, safe]);
+    const need = a.approvals_required || 0;
+    const kind = need > 1 ? `${cfg.kind} · ${need} approvals` : need === 1 ? `${cfg.kind} · approval` : cfg.kind;
+    const tr = row([cfg.name, kind, b, el("span", "commanded", num(a.commanded)), rb, safe]);
     tr.dataset.actuator = cfg.name;
     tr.dataset.reading = cfg.reading;
     tr.cells[3].className = "n";

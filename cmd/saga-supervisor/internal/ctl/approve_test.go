@@ -198,6 +198,9 @@ func TestCtlTwoPersonApproval(t *testing.T) {
 	})
 	d := &ctlDaemon{sup: dd.Sup, url: dd.URL()}
 
+	if out, msg, code := d.ctl(t, "status"); code != 0 || !strings.Contains(out, "moves only with 2 operators' approvals") {
+		t.Fatalf("status exited %d: %s\n%s", code, msg, out)
+	}
 	out, msg, code := d.ctl(t, "run-saga", "--approval-key", files[0], "gripper=30")
 	if code != 1 || !strings.Contains(msg, "APPROVALS_TOO_FEW") {
 		t.Fatalf("run-saga with one key exited %d: %s\n%s", code, msg, out)

@@ -90,6 +90,12 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 		if a.Error != "" {
 			fmt.Fprintf(w, ", ERROR: %s", a.Error)
 		}
+		switch n := a.ApprovalsRequired; {
+		case n == 1:
+			fmt.Fprint(w, ", moves only with an operator's approval")
+		case n > 1:
+			fmt.Fprintf(w, ", moves only with %d operators' approvals (distinct keys)", n)
+		}
 		fmt.Fprintln(w)
 	}
 	if len(st.Leases) == 0 {
