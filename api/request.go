@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/approval"
-
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
@@ -15,7 +14,9 @@ import (
 const (
 	// DefaultMaxRequestBytes bounds a request payload when DecodeRequest is
 	// given no bound. The largest valid request, every string at its limit
-	// and every character \u-escaped, stays under it.
+	// and every character \u-escaped, stays under it — but for the tokens
+	// of approvals, counted as written plainly (base64url, which no JSON
+	// encoder escapes).
 	DefaultMaxRequestBytes = 8192
 	MaxIDBytes             = 128 // id
 	MaxLeaseBytes          = 128 // lease
