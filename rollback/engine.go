@@ -147,6 +147,9 @@ type Command struct {
 	// other reason does not use up its approval. It must be quick and must
 	// not call the engine.
 	Admit func() *Error
+	// Note, if set, is journaled as the INTENT's message: for the audit
+	// trail only (the supervisor names the keys that approved the step).
+	Note string
 }
 
 // StepResult is what a successful step did.
@@ -449,7 +452,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	s.steps = append(s.steps, sp)
 	s.busy = true
 	rec := Record{Type: RecIntent, Saga: s.id, Step: sp.n, Actuator: cmd.Actuator, Target: v.Value, Prior: sp.prior,
-		Requested: cmd.Value, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID}
+		Requested: cmd.Value, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: cmd.ID, Message: cmd.Note}
 	if v.Clamped {
 		rec.Flags |= FlagClamped
 	}

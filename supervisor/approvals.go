@@ -3,6 +3,7 @@ package supervisor
 import (
 	"container/heap"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,37 +66,40 @@ func approvalRefusal(err error) *api.Reply {
 // check decides a step's approvals before the engine sees it. It returns a
 // refusal, or the hook the engine's gate calls last (Command.Admit) to
 // spend the approvals' nonces — nil when the step carries no approval.
-func (g *approvalGate) check(req api.Request) (admit func() *rollback.Error, refused *api.Reply) {
+// note names the keys whose approvals admitted the step, for its INTENT.
+func (g *approvalGate) check(req api.Request) (admit func() *rollback.Error, note string, refused *api.Reply) {
 	tokens := req.Approvals()
 	need := g.cfg.Required[req.Actuator]
 	switch {
 	case len(tokens) == 0 && need == 0:
-		return nil, nil
+		return nil, "", nil
 	case len(tokens) == 0:
-		return nil, &api.Reply{Code: string(approval.CodeRequired),
+		return nil, "", &api.Reply{Code: string(approval.CodeRequired),
 			Message: fmt.Sprintf("%s moves only with %s of this step (field %s)", req.Actuator, approvalsNeeded(need), approvalField(need))}
 	case len(tokens) < need:
 		// Counted before any signature is checked: too few is too few.
-		return nil, &api.Reply{Code: string(approval.CodeTooFew),
+		return nil, "", &api.Reply{Code: string(approval.CodeTooFew),
 			Message: fmt.Sprintf("%s moves only with %s of this step; the step carries %d", req.Actuator, approvalsNeeded(need), len(tokens))}
 	}
 	// Approvals that are sent are checked, required or not: a bad one is
 	// refused, never ignored.
 	if g.cfg.Verifier == nil {
-		return nil, &api.Reply{Code: string(approval.CodeInvalid), Message: "approval: this supervisor trusts no approval key (approvals.public_keys)"}
+		return nil, "", &api.Reply{Code: string(approval.CodeInvalid), Message: "approval: this supervisor trusts no approval key (approvals.public_keys)"}
 	}
 	cs, err := g.cfg.Verifier.Step(tokens, g.cfg.Now(), g.cfg.Device, req.Actuator, req.Value, req.Saga)
 	if err != nil {
-		return nil, approvalRefusal(err)
+		return nil, "", approvalRefusal(err)
 	}
 	skew := g.cfg.Verifier.Skew()
 	uses := make([]spent, len(cs))
+	ids := make([]string, len(cs))
 	for i, c := range cs {
 		uses[i] = spent{nonce: c.Nonce, expires: c.NotAfter.Add(skew)}
+		ids[i] = c.KeyID + "/" + c.NonceHex()
 	}
 	return func() *rollback.Error {
 		return g.spent.spend(uses, g.cfg.Now())
-	}, nil
+	}, "approved by key/nonce " + strings.Join(ids, " "), nil
 }
 
 // approvalsNeeded says what an actuator needing n approvals needs.

@@ -3,12 +3,15 @@ package supervisor
 import (
 	"crypto/ed25519"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/approval"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
+	"github.com/saga-supervisor/saga-supervisor/wal"
 )
 
 // newMofNRig is an approval rig whose gripper requires need approvals from
@@ -119,6 +122,27 @@ func TestApprovalsTwoOfThree(t *testing.T) {
 	at("three approved", 40)
 	if n := r.s.approve.spent.len(); n != 7 {
 		t.Fatalf("%d nonces spent, want 7", n)
+	}
+	// The INTENT of each approved step names its approvers' keys and
+	// nonces, for the audit trail.
+	if err := r.s.journal.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	err := wal.Scan(r.s.journal.Dir(), wal.Options{}, 1, func(wr wal.Record) error {
+		rec, err := rollback.DecodeRecord(wr.Type, wr.Payload)
+		if err == nil && rec.Type == rollback.RecIntent && rec.Actuator == "gripper" {
+			notes = append(notes, rec.Message)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(i int) string { return approval.KeyID(k[i].Public().(ed25519.PublicKey)) }
+	if len(notes) != 3 || !strings.Contains(notes[0], id(0)+"/") || !strings.Contains(notes[0], id(1)+"/") || strings.Contains(notes[0], id(2)) ||
+		!strings.Contains(notes[2], id(0)+"/") || !strings.Contains(notes[2], id(1)+"/") || !strings.Contains(notes[2], id(2)+"/") {
+		t.Fatalf("the approved steps' INTENT messages %q do not name their approvers (%s, %s, %s)", notes, id(0), id(1), id(2))
 	}
 	// Approvals on an actuator that needs none are checked as a set too.
 	want("base, one key twice", a.stepWith(saga, "base", 10, r.signBy(k[0], saga, "base", 10), r.signBy(k[0], saga, "base", 10)), "APPROVAL_DUPLICATE_KEY")

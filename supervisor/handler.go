@@ -237,13 +237,13 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		}
 		// Approvals are checked here, before the engine; the nonce is spent
 		// by the engine's gate, last, once every other check has passed.
-		admit, refused := s.approve.check(req)
+		admit, note, refused := s.approve.check(req)
 		if refused != nil {
 			return api.ErrorReply(req.ID, &api.Error{Code: refused.Code, Message: refused.Message}), false
 		}
 		cmd := req.Command(received)
 		if admit != nil {
-			cmd.Admit = admit
+			cmd.Admit, cmd.Note = admit, note
 		}
 		res, err := s.engine.Step(req.Saga, owner, cmd)
 		if err != nil {
