@@ -2,6 +2,7 @@ package approval
 
 import (
 	"crypto/ed25519"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -125,4 +126,36 @@ func FuzzStep(f *testing.F) {
 			keys[g.KeyID], nonces[g.Nonce] = true, true
 		}
 	})
+}
+
+// BenchmarkVerifierStep measures checking a step's approvals: one Ed25519
+// verification per token, so the cost grows with M (at most MaxPerStep).
+func BenchmarkVerifierStep(b *testing.B) {
+	var pubs []ed25519.PublicKey
+	var toks []string
+	c := claims()
+	for i := range MaxPerStep {
+		seed := make([]byte, ed25519.SeedSize)
+		seed[0] = byte(i + 1)
+		priv := ed25519.NewKeyFromSeed(seed)
+		pubs = append(pubs, priv.Public().(ed25519.PublicKey))
+		tok, err := Sign(priv, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks = append(toks, tok)
+	}
+	v, err := NewVerifier(pubs, MaxTTLLimit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 3, MaxPerStep} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v.Step(toks[:n], t0, c.Device, c.Actuator, c.Value, c.Saga); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
