@@ -12,6 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -249,7 +250,9 @@ func TestLargeReportFitsTheBroker(t *testing.T) {
 		c.Agents.Rate = 100000 // a fast disk serves one agent faster than the default rate
 	})
 	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
-	a.Hello(30 * time.Second)
+	// The lease must outlast 700 steps and the abort; it is not what is
+	// tested (an emulated ARM CPU takes tens of seconds over them).
+	a.Hello(testtool.Slow(30 * time.Second))
 	saga := a.Must(map[string]any{"op": "begin"}).Saga
 	const steps = 700
 	for i := range steps {

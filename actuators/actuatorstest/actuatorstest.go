@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // AfterHalt is what a driver's ReadBack documents after Halt.
@@ -114,7 +115,7 @@ type Subject struct {
 	// only return within the bound, and succeed once restored.
 	HaltWhileBroken bool
 	// Timeout bounds each Set the suite makes (its context's deadline);
-	// 0 means 2s. A call that has not returned Timeout+Slack after it was
+	// 0 means 2s, stretched by testtool.Slow. A call that has not returned Timeout+Slack after it was
 	// made has hung.
 	Timeout time.Duration
 	Slack   time.Duration // 0 means 2s
@@ -124,11 +125,13 @@ type Subject struct {
 }
 
 func (s *Subject) defaults() {
+	// Stretched on a slow machine (testtool.Slow): a set that must succeed
+	// is not a race the suite means to test.
 	if s.Timeout == 0 {
-		s.Timeout = 2 * time.Second
+		s.Timeout = testtool.Slow(2 * time.Second)
 	}
 	if s.Slack == 0 {
-		s.Slack = 2 * time.Second
+		s.Slack = testtool.Slow(2 * time.Second)
 	}
 	if s.Goroutines == 0 {
 		s.Goroutines = 8

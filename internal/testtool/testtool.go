@@ -32,6 +32,13 @@ func Slow(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * slowFactor())
 }
 
+// Emulated reports whether the machine is taken to be slow
+// (SAGA_TEST_SLOW above 1: make test-arm under qemu-user). A test whose
+// work is pure computation, the same on every CPU, may then run a smaller
+// bound of it: what the emulation adds is the other word size and memory
+// order, not more cases.
+func Emulated() bool { return slowFactor() > 1 }
+
 func slowFactor() float64 {
 	v := os.Getenv(SlowEnv)
 	if v == "" {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // TestCheck runs the model check to a bound that keeps the suite quick
@@ -12,7 +14,9 @@ import (
 // fails on any violation, printing the first counterexamples.
 func TestCheck(t *testing.T) {
 	bound := 4
-	if raceEnabled {
+	if raceEnabled || testtool.Emulated() {
+		// Under the race detector or an emulated ARM CPU (make test-arm)
+		// the bound-4 run takes minutes; bound 3 keeps every kind of case.
 		bound = 3
 	}
 	res := Check(Config{MaxSteps: bound, Sagas: 2})
