@@ -485,11 +485,24 @@ func BuildAVR(src, out string) error {
 	return nil
 }
 
+// BuildFirmware builds the saga firmware for the ATmega328P (firmware/,
+// `make firmware`: its flags and budget check are written there once) into
+// dir, and returns its ELF.
+func BuildFirmware(root, dir string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	cmd := exec.Command("make", "--no-print-directory", "-C", filepath.Join(root, "firmware"), "all", "BUILD="+dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("rig: make firmware: %v\n%s", err, b)
+	}
+	return filepath.Join(dir, "saga_mcu_atmega328p.elf"), nil
+}
+
 // Tools lists what building and running the rig needs that is missing from
 // this machine, with the Debian packages that bring it.
 func Tools() (missing []string) {
 	for _, t := range []struct{ file, pkg string }{
-		{"cc", "gcc"}, {"make", "make"}, {"avr-gcc", "gcc-avr avr-libc"},
+		{"cc", "gcc"}, {"make", "make"}, {"avr-gcc", "gcc-avr avr-libc"}, {"avr-g++", "gcc-avr"},
 	} {
 		if _, err := exec.LookPath(t.file); err != nil {
 			missing = append(missing, t.file+" ("+t.pkg+")")
