@@ -1,8 +1,14 @@
 package rig
 
 import (
+	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/serial"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // productELF is the saga firmware itself (firmware/saga_mcu, built by
@@ -68,5 +74,65 @@ func TestProductFirmwarePowerOn(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// A reset stops the pulse trains, and the rig dates each stop no earlier
+// than the reset that made it. The firmware sleeps between interrupts, so
+// the MCU lands on the cycle its next timer event is due, which simavr runs
+// only in its next step: a reset taken in between cancelled a PWM edge
+// that was due, and the rig dated the end of PD5's pulses a cycle before
+// the reset (which the AVR profile's audit found unexplained).
+func TestProductResetStopsPulsesNoEarlier(t *testing.T) {
+	r, l := linked(t, productELF)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p0, err := r.Pins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	rng := rand.New(rand.NewPCG(5, 6))
+	c, err := l.Channel(2, serial.WithTolerance(0.003))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		// After a reset the host needs a moment to find the session gone
+		// and start a new one.
+		deadline := time.Now().Add(testtool.Slow(10 * time.Second))
+		for {
+			err := c.Set(ctx, 0.25)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reset %d: fan = 0.25: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		waitPins(t, r, "PD5 pulsing", func(p Pins) bool { pd5, _ := p.Pin("PD5"); return pulsing(pd5) })
+		time.Sleep(time.Duration(2+rng.IntN(15)) * time.Millisecond)
+		if err := r.Reset(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitPins(t, r, "PD5 stopped", func(p Pins) bool { pd5, _ := p.Pin("PD5"); return pd5.Wave == "static" })
+	}
+	h, err := r.History(ctx, p0.Cycle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reset uint64
+	resets := 0
+	for _, e := range h.Events {
+		switch {
+		case e.Kind == "reset":
+			reset, resets = e.Cycle, resets+1
+		case (e.Pin == "PD5" || e.Pin == "PB1" || e.Pin == "PB2") && e.Kind == "level" && e.Cycle < reset:
+			t.Errorf("%s: its pulses stopped at cycle %d, before the reset at %d that stopped them", e.Pin, e.Cycle, reset)
+		}
+	}
+	if resets != n {
+		t.Errorf("%d resets in the history, want %d", resets, n)
 	}
 }
