@@ -139,11 +139,15 @@ func TestAVRResetMidSaga(t *testing.T) {
 	since := r.avrPins().Cycle
 	r.check(r.avr.rig.Reset(ctx, 0))
 	r.waitOutputs("the reset puts every output at its power-on value", r.poses(safe))
-	waitFor(t, "the supervisor to adopt what the restarted board holds", 30*time.Second, func() bool {
-		ready, _ := r.readyz()
-		c, _ := r.status().commanded(a.Name)
-		return ready && c == a.Safe.Value
-	})
+	// Ready on what the pins show: /readyz is refreshed every poll (100
+	// ms), so for a moment after the reset it may still say ready while the
+	// supervisor adopts, one record at a time, what the board reports.
+	if stale := r.waitTrueBelief("after the MCU's reset"); stale != "" {
+		t.Logf("after the MCU's reset, /readyz said ready while the status and the pins differed for %s", stale)
+	}
+	if c, _ := r.status().commanded(a.Name); c != a.Safe.Value {
+		t.Fatalf("after the MCU's reset: %s commanded %g, want its power-on value %g", a.Name, c, a.Safe.Value)
+	}
 	st := r.status()
 	if len(st.OpenSagas) != 1 || st.OpenSagas[0] != saga {
 		t.Fatalf("after the MCU's reset: open sagas %v, want [%d]", st.OpenSagas, saga)
