@@ -332,6 +332,24 @@ func (e *Engine) goSafeAll() error {
 	return errors.Join(errs...)
 }
 
+// Drifting reports what Adopt would adopt for name now, without adopting
+// it: the device's value when it reports the actuator elsewhere than
+// commanded and no step or unwind of its saga is in flight (a step's own
+// effect is no drift).
+func (e *Engine) Drifting(name string, drifted func(commanded float64) (float64, bool)) (float64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.acts[name]
+	if e.closed || st == nil || e.fatal != nil {
+		return 0, false
+	}
+	if h := st.holder; h != nil && (h.busy || h.unwinding) {
+		return 0, false
+	}
+	v, moved := drifted(st.commanded)
+	return v, moved && v != st.commanded
+}
+
 // Adopt reconciles the engine with an actuator its device moved on its own:
 // a microcontroller whose watchdog, restart or e-stop sent its outputs to
 // their safe values. drifted is asked, with the engine's lock held, where

@@ -1,12 +1,15 @@
 package supervisor
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -15,14 +18,29 @@ import (
 type drifting struct {
 	actuators.Driver
 	armed atomic.Bool
-	at    float64
+	at    atomic.Value // float64
+	// hold, if set, holds Set after the device took the value (its answer
+	// in transit) until it is closed.
+	hold chan struct{}
 }
 
 func (d *drifting) Drifted(commanded float64) (float64, bool) {
-	if !d.armed.Load() || commanded == d.at {
+	at, _ := d.at.Load().(float64)
+	if !d.armed.Load() || commanded == at {
 		return 0, false
 	}
-	return d.at, true
+	return at, true
+}
+
+func (d *drifting) Set(ctx context.Context, v float64) error {
+	if err := d.Driver.Set(ctx, v); err != nil {
+		return err
+	}
+	d.at.Store(v)
+	if d.hold != nil {
+		<-d.hold
+	}
+	return nil
 }
 
 // A supervisor whose device moved an output is not ready until it has
@@ -31,7 +49,8 @@ func (d *drifting) Drifted(commanded float64) (float64, bool) {
 // supervisor said ready while it believed the output elsewhere (the AVR
 // rig's TestAVRResetMidSaga saw it after an MCU reset).
 func TestNotReadyWhileADriftIsNotAdopted(t *testing.T) {
-	d := &drifting{at: 42}
+	d := &drifting{}
+	d.at.Store(42.0)
 	s, _ := newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Allow = nil }, func(o *Options) {
 		o.PollEvery = time.Hour // the test runs the rounds
 		a := o.Actuators.Get("gripper")
@@ -52,5 +71,49 @@ func TestNotReadyWhileADriftIsNotAdopted(t *testing.T) {
 	}
 	if st := s.Status(); !st.Ready {
 		t.Fatalf("after adopting the device's value: not ready: %v", st.Reasons)
+	}
+}
+
+// A step's own effect is no drift: while its answer is in transit the
+// device already reports the new value, and the supervisor stays ready.
+func TestAStepInFlightIsNoDrift(t *testing.T) {
+	d := &drifting{hold: make(chan struct{})}
+	s, _ := newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Allow = nil }, func(o *Options) {
+		o.PollEvery = time.Hour
+		a := o.Actuators.Get("gripper")
+		d.Driver = a.Driver
+		a.Driver = d
+	})
+	c0, _ := s.engine.Commanded("gripper")
+	d.at.Store(c0)
+	d.armed.Store(true)
+	now := time.Now()
+	call := func(payload string) api.Reply {
+		req, derr := api.DecodeRequest([]byte(payload), 8192)
+		got := make(chan api.Reply, 1)
+		s.Submit(req.Agent, req, derr, now, func(r api.Reply) { got <- r })
+		return <-got
+	}
+	h := call(`{"id":"h1","agent":"planner","op":"hello","ttl_ms":60000}`)
+	lease := fmt.Sprintf(`"lease":%q,"epoch":%d`, h.Lease, h.Epoch)
+	saga := call(`{"id":"b1","agent":"planner","op":"begin",` + lease + `}`).Saga
+	done := make(chan api.Reply, 1)
+	go func() {
+		done <- call(fmt.Sprintf(`{"id":"s1","agent":"planner","op":"step",%s,"saga":%d,"actuator":"gripper","value":10}`, lease, saga))
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for at, _ := d.at.Load().(float64); at != 10; at, _ = d.at.Load().(float64) {
+		if time.Now().After(deadline) {
+			t.Fatal("the step never reached the driver")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st := s.Status()
+	close(d.hold)
+	if r := <-done; !r.OK {
+		t.Fatalf("the step: %s %s", r.Code, r.Message)
+	}
+	if !st.Ready {
+		t.Fatalf("with a step's answer in transit: not ready: %q", st.Reasons)
 	}
 }

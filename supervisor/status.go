@@ -108,8 +108,9 @@ func (s *Supervisor) Status() Status {
 		if d, ok := a.Driver.(actuators.Drifter); ok {
 			// Moved by its device (a board's restart or watchdog) and not
 			// yet adopted: until it is, the next step's prior would be
-			// wrong, so not ready (the poller adopts it next round).
-			if v, moved := d.Drifted(as.Commanded); moved {
+			// wrong, so not ready (the poller adopts it next round). A
+			// step's own answer in transit is no move (Drifting).
+			if v, moved := s.engine.Drifting(name, d.Drifted); moved {
 				reasons = append(reasons, fmt.Sprintf("actuator %s: its device reports %g, not the %g commanded (adopting it)", name, v, as.Commanded))
 			}
 		}
