@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,16 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
+const testToken = "operator-token-0123456789abcdef-test"
+
+func codeOf(err error) string {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
 // drifting is a driver whose device moved the output to at (armed), as a
 // board's restart or watchdog does.
 type drifting struct {
@@ -22,6 +33,8 @@ type drifting struct {
 	// hold, if set, holds Set after the device took the value (its answer
 	// in transit) until it is closed.
 	hold chan struct{}
+	// unreachable: Set fails, the effect in doubt (a board out of reach).
+	unreachable atomic.Bool
 }
 
 func (d *drifting) Drifted(commanded float64) (float64, bool) {
@@ -33,6 +46,9 @@ func (d *drifting) Drifted(commanded float64) (float64, bool) {
 }
 
 func (d *drifting) Set(ctx context.Context, v float64) error {
+	if d.unreachable.Load() {
+		return fmt.Errorf("the board: %w", actuators.ErrLinkLost)
+	}
 	if err := d.Driver.Set(ctx, v); err != nil {
 		return err
 	}
@@ -115,5 +131,60 @@ func TestAStepInFlightIsNoDrift(t *testing.T) {
 	}
 	if !st.Ready {
 		t.Fatalf("with a step's answer in transit: not ready: %q", st.Reasons)
+	}
+}
+
+// A halt whose safe moves failed (the board out of reach) leaves SAFE
+// records in the journal for values the outputs do not hold. A reset must
+// not clear it then: it tries the safe policies again and is refused
+// (NOT_READY) while they fail, and while an output's read-back is not its
+// safe value; once they take, it resets. (With HIL_AVR_NOISE_EVERY=23 on
+// the AVR rig, a reset was accepted with the journal saying safe and the
+// pins elsewhere.)
+func TestResetRefusedWhileTheSafeStateDoesNotHold(t *testing.T) {
+	d := &drifting{}
+	s, _ := newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Allow = nil }, func(o *Options) {
+		o.PollEvery = time.Hour
+		a := o.Actuators.Get("elbow") // safe: {value: 45}
+		d.Driver = a.Driver
+		a.Driver = d
+	})
+	c0, _ := s.engine.Commanded("elbow")
+	d.at.Store(c0)
+	d.armed.Store(true)
+	d.unreachable.Store(true)
+	if _, err := s.engine.Halt("test: e-stop"); err == nil {
+		t.Fatal("the halt's safe move on an unreachable board succeeded")
+	}
+	err := s.Reset(testToken, "operator")
+	if codeOf(err) != api.CodeNotReady || !strings.Contains(err.Error(), "safe policies did not all take") {
+		t.Fatalf("reset with the elbow's safe move failed: %v, want NOT_READY naming the safe policies", err)
+	}
+	if h, _ := s.engine.Halted(); !h {
+		t.Fatal("the refused reset cleared the halt")
+	}
+	// The board answers again but holds the elbow elsewhere than safe
+	// (its report): the retried move takes, the read-back then agrees.
+	d.unreachable.Store(false)
+	if err := s.Reset(testToken, "operator"); err != nil {
+		t.Fatalf("reset once the safe move takes: %v", err)
+	}
+	if c, _ := s.engine.Commanded("elbow"); c != 45 {
+		t.Fatalf("after the reset: elbow commanded %g, want its safe value 45", c)
+	}
+
+	// Halted with every safe move taken, but the device reports the elbow
+	// elsewhere: refused, naming it.
+	if _, err := s.engine.Halt("test: again"); err != nil {
+		t.Fatal(err)
+	}
+	d.at.Store(30.0)
+	err = s.Reset(testToken, "operator")
+	if codeOf(err) != api.CodeNotReady || !strings.Contains(err.Error(), "elbow reads back 30, its safe value is 45") {
+		t.Fatalf("reset with the elbow read back off its safe value: %v, want NOT_READY naming it", err)
+	}
+	d.at.Store(45.0)
+	if err := s.Reset(testToken, "operator"); err != nil {
+		t.Fatalf("reset with the read-back at the safe value: %v", err)
 	}
 }
