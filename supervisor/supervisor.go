@@ -519,11 +519,6 @@ func (s *Supervisor) resetAuthorized(by string) error {
 		return ErrNoOperatorToken
 	}
 	gen := s.engine.HaltGen()
-	if halted, _ := s.engine.Halted(); halted {
-		if err := s.safeStateHolds(); err != nil {
-			return err
-		}
-	}
 	st := s.Status()
 	var other []string
 	for _, r := range st.Reasons {
@@ -533,6 +528,11 @@ func (s *Supervisor) resetAuthorized(by string) error {
 	}
 	if len(other) > 0 {
 		return &api.Error{Code: api.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
+	}
+	if st.Halted {
+		if err := s.safeStateHolds(); err != nil {
+			return err
+		}
 	}
 	err := s.engine.Reset(by, gen)
 	s.refresh()

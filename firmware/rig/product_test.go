@@ -34,6 +34,11 @@ func TestProductFirmwarePowerOn(t *testing.T) {
 		pb2, _ := p.Pin("PB2")
 		return pulsing(pb1) && pulsing(pb2)
 	})
+	for _, tm := range p.Timers {
+		if tm.Name == "1" && (tm.WGM != 14 || tm.Top != 39999 || tm.TOVCycles != 320000) {
+			t.Errorf("Timer1 as simavr runs it: %+v; want mode 14, TOP 39999 (ICR1), a period of 320000 cycles", tm)
+		}
+	}
 	for _, name := range []string{"PB1", "PB2"} {
 		pin, _ := p.Pin(name)
 		if pin.WaveHigh != usCycles(1500) || pin.WavePeriod != 320000 || !pin.Driven {

@@ -195,6 +195,20 @@ type Pins struct {
 	EStop     EStop  `json:"estop"`
 	Events    uint64 `json:"events"`
 	List      []Pin  `json:"pins"`
+	// Timers is simavr's own view of each timer, as its code uses it (not
+	// the registers): what the compare outputs follow.
+	Timers []Timer `json:"timers"`
+}
+
+// Timer is simavr's state of one timer.
+type Timer struct {
+	Name       string    `json:"name"` // "0", "1", "2"
+	WGM        int       `json:"wgm"`  // the mode, from the WGM bits as the silicon reads them
+	ClockDiv   uint64    `json:"clock_div"`
+	Top        uint64    `json:"top"`
+	TOVCycles  uint64    `json:"tov_cycles"` // the period, in cycles
+	TOVBase    uint64    `json:"tov_base"`   // the cycle of the last BOTTOM
+	CompCycles [2]uint64 `json:"comp_cycles"`
 }
 
 // EStop is the e-stop loop.
