@@ -452,6 +452,30 @@ func (r *rig) avrAudit() {
 	}
 	if bad := r.avrUnexplained(); len(bad) > 0 {
 		t.Errorf("the pins moved where nothing explains it:\n  %s", strings.Join(bad, "\n  "))
+		r.avrLogEvents()
+	}
+}
+
+// avrLogEvents logs what the rig's pins did since the scenario began, and
+// the journal's moves, for a failed audit.
+func (r *rig) avrLogEvents() {
+	h, err := r.avr.rig.History(context.Background(), r.avr.start.Cycle)
+	if err != nil {
+		r.t.Logf("the rig's history: %v", err)
+		return
+	}
+	var b strings.Builder
+	for _, e := range h.Events {
+		fmt.Fprintf(&b, "\n  %s %s %s cycle %d level %d driven %v high %d period %d", time.Unix(0, e.RealNS).Format("15:04:05.000000"),
+			e.Pin, e.Kind, e.Cycle, e.Level, e.Driven, e.High, e.Period)
+	}
+	r.t.Logf("the rig's events since the scenario began:%s", b.String())
+	if recs, err := readRecords(r.avr.cfg, r.journalDir); err == nil {
+		b.Reset()
+		for _, rec := range recs {
+			fmt.Fprintf(&b, "\n  %s %v %s %g", time.Unix(0, rec.unixNano).Format("15:04:05.000000"), rec.typ, rec.actuator, rec.target)
+		}
+		r.t.Logf("the journal's moves:%s", b.String())
 	}
 }
 

@@ -332,6 +332,53 @@ func (e *Engine) goSafeAll() error {
 	return errors.Join(errs...)
 }
 
+// SafeApplied reports whether every actuator's safe policy has taken since
+// the halt latched (false while one failed: the SAFE records then name
+// values the world may not hold).
+func (e *Engine) SafeApplied() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.safeDone
+}
+
+// RetrySafe applies the safe policies again for a latched halt whose
+// policies did not all take, as a second halt would, and returns what still
+// failed. An operator's reset asks for it before it resets: the journal's
+// SAFE records must be true of the world before the halt is cleared. It is
+// serialised with halt passes, and takes no lock the latch takes.
+func (e *Engine) RetrySafe() error {
+	e.haltMu.Lock()
+	defer e.haltMu.Unlock()
+	e.mu.Lock()
+	closed, done, latched := e.closed, e.safeDone, e.latched()
+	e.mu.Unlock()
+	if closed {
+		return errClosed()
+	}
+	if done || !latched {
+		return nil
+	}
+	return e.goSafeAll()
+}
+
+// Drifting reports what Adopt would adopt for name now, without adopting
+// it: the device's value when it reports the actuator elsewhere than
+// commanded and no step or unwind of its saga is in flight (a step's own
+// effect is no drift).
+func (e *Engine) Drifting(name string, drifted func(commanded float64) (float64, bool)) (float64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.acts[name]
+	if e.closed || st == nil || e.fatal != nil {
+		return 0, false
+	}
+	if h := st.holder; h != nil && (h.busy || h.unwinding) {
+		return 0, false
+	}
+	v, moved := drifted(st.commanded)
+	return v, moved && v != st.commanded
+}
+
 // Adopt reconciles the engine with an actuator its device moved on its own:
 // a microcontroller whose watchdog, restart or e-stop sent its outputs to
 // their safe values. drifted is asked, with the engine's lock held, where

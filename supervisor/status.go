@@ -108,6 +108,15 @@ func (s *Supervisor) Status() Status {
 		a := s.reg.Get(name)
 		as := ActuatorStatus{Name: name, Kind: string(a.Kind), ApprovalsRequired: s.approve.cfg.Required[name]}
 		as.Commanded, _ = s.engine.Commanded(name)
+		if d, ok := a.Driver.(actuators.Drifter); ok {
+			// Moved by its device (a board's restart or watchdog) and not
+			// yet adopted: until it is, the next step's prior would be
+			// wrong, so not ready (the poller adopts it next round). A
+			// step's own answer in transit is no move (Drifting).
+			if v, moved := s.engine.Drifting(name, d.Drifted); moved {
+				reasons = append(reasons, fmt.Sprintf("actuator %s: its device reports %g, not the %g commanded (adopting it)", name, v, as.Commanded))
+			}
+		}
 		if rb, ok := a.Driver.(actuators.ReadBacker); ok {
 			ctx, cancel := context.WithTimeout(context.Background(), a.DriverTimeout())
 			v, err := rb.ReadBack(ctx)

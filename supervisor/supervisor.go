@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -528,9 +529,45 @@ func (s *Supervisor) resetAuthorized(by string) error {
 	if len(other) > 0 {
 		return &api.Error{Code: api.CodeNotReady, Message: "reset refused: not ready: " + fmt.Sprint(other)}
 	}
+	if st.Halted {
+		if err := s.safeStateHolds(); err != nil {
+			return err
+		}
+	}
 	err := s.engine.Reset(by, gen)
 	s.refresh()
 	return err
+}
+
+// safeStateHolds checks, before a reset clears a halt, that the world is
+// where the halt's SAFE records put it: the safe policies that failed
+// (a board out of reach) are tried again, and each output with a safe value
+// whose device reports it elsewhere is named. Either refuses the reset
+// (NOT_READY): cleared, the halt would leave the journal saying safe where
+// the outputs are not, and the next saga would start from values the world
+// does not hold.
+func (s *Supervisor) safeStateHolds() error {
+	if !s.engine.SafeApplied() {
+		if err := s.engine.RetrySafe(); err != nil {
+			return &api.Error{Code: api.CodeNotReady, Message: "reset refused: the halt's safe policies did not all take " +
+				"(the journal records every output at its safe policy); tried again now: " + strings.ReplaceAll(err.Error(), "\n", "; ")}
+		}
+	}
+	var off []string
+	for _, name := range s.reg.Names() {
+		a := s.reg.Get(name)
+		d, ok := a.Driver.(actuators.Drifter)
+		if !ok || a.Safe.Mode != actuators.SafeValue {
+			continue
+		}
+		if v, moved := d.Drifted(a.Safe.Value); moved {
+			off = append(off, fmt.Sprintf("%s reads back %g, its safe value is %g", name, v, a.Safe.Value))
+		}
+	}
+	if len(off) > 0 {
+		return &api.Error{Code: api.CodeNotReady, Message: "reset refused: the read-back disagrees with the safe state the journal records: " + strings.Join(off, "; ")}
+	}
+	return nil
 }
 
 // Close is the orderly stop (SIGTERM): every lease ends (unwinding its

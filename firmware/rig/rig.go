@@ -195,6 +195,20 @@ type Pins struct {
 	EStop     EStop  `json:"estop"`
 	Events    uint64 `json:"events"`
 	List      []Pin  `json:"pins"`
+	// Timers is simavr's own view of each timer, as its code uses it (not
+	// the registers): what the compare outputs follow.
+	Timers []Timer `json:"timers"`
+}
+
+// Timer is simavr's state of one timer.
+type Timer struct {
+	Name       string    `json:"name"` // "0", "1", "2"
+	WGM        int       `json:"wgm"`  // the mode, from the WGM bits as the silicon reads them
+	ClockDiv   uint64    `json:"clock_div"`
+	Top        uint64    `json:"top"`
+	TOVCycles  uint64    `json:"tov_cycles"` // the period, in cycles
+	TOVBase    uint64    `json:"tov_base"`   // the cycle of the last BOTTOM
+	CompCycles [2]uint64 `json:"comp_cycles"`
 }
 
 // EStop is the e-stop loop.
@@ -485,11 +499,24 @@ func BuildAVR(src, out string) error {
 	return nil
 }
 
+// BuildFirmware builds the saga firmware for the ATmega328P (firmware/,
+// `make firmware`: its flags and budget check are written there once) into
+// dir, and returns its ELF.
+func BuildFirmware(root, dir string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	cmd := exec.Command("make", "--no-print-directory", "-C", filepath.Join(root, "firmware"), "all", "BUILD="+dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("rig: make firmware: %v\n%s", err, b)
+	}
+	return filepath.Join(dir, "saga_mcu_atmega328p.elf"), nil
+}
+
 // Tools lists what building and running the rig needs that is missing from
 // this machine, with the Debian packages that bring it.
 func Tools() (missing []string) {
 	for _, t := range []struct{ file, pkg string }{
-		{"cc", "gcc"}, {"make", "make"}, {"avr-gcc", "gcc-avr avr-libc"},
+		{"cc", "gcc"}, {"make", "make"}, {"avr-gcc", "gcc-avr avr-libc"}, {"avr-g++", "gcc-avr"},
 	} {
 		if _, err := exec.LookPath(t.file); err != nil {
 			missing = append(missing, t.file+" ("+t.pkg+")")

@@ -55,6 +55,9 @@ func TestMain(m *testing.M) {
 			standinELF = filepath.Join(dir, "standin.elf")
 			err = BuildAVR("testdata/standin.c", standinELF)
 		}
+		if err == nil {
+			productELF, err = BuildFirmware(root, filepath.Join(dir, "firmware"))
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -341,6 +344,62 @@ func TestPWMChangesMakeNoRunts(t *testing.T) {
 	b.waitPin("PD5", "constantly high (OCR0B at TOP)", 5*time.Second, func(p Pin) bool { return p.Wave == "static" && p.Level == 1 && p.Driven })
 	b.send("P63\n")
 	b.waitPin("PD5", "back to 64/256", 5*time.Second, func(p Pin) bool { return pulsing(p) && p.WaveHigh == 64*64 })
+}
+
+// In Timer1's mode 14 TOP is ICR1, which the silicon reads as it counts:
+// a write to it takes effect at once, whenever it comes. simavr reads
+// ICR1 only when the mode or the clock select changes, so a firmware that
+// starts the clock before it writes ICR1 (the saga firmware does) would
+// run at TOP = 0 and make no pulse at all; the rig applies ICR1 writes.
+// The frame follows ICR1 with the clock running (T), and a restart in the
+// saga firmware's order (S) pulses at 20 ms with the widths set.
+func TestTimer1TopFollowsICR1(t *testing.T) {
+	b := newBoard(t, Options{})
+	b.waitPin("PB1", "pulsing at 20 ms", 5*time.Second, func(p Pin) bool { return pulsing(p) && p.WavePeriod == 320000 })
+	b.send("T30000\n") // ICR1 = 29999: 15 ms
+	b.waitPin("PB1", "a 15 ms frame", 5*time.Second, func(p Pin) bool {
+		return pulsing(p) && p.WavePeriod == 240000 && p.WaveHigh == usCycles(1500)
+	})
+	b.waitPin("PB2", "a 15 ms frame", 5*time.Second, func(p Pin) bool {
+		return pulsing(p) && p.WavePeriod == 240000 && p.WaveHigh == usCycles(1000)
+	})
+	// Back to 20 ms, then ICR1 written below the count: no match at TOP;
+	// the counter runs on to 0xFFFF (one frame of 65536 ticks), wraps, and
+	// the frame is 15 ms.
+	b.send("T40000\n")
+	b.waitPin("PB1", "a 20 ms frame", 5*time.Second, func(p Pin) bool { return pulsing(p) && p.WavePeriod == 320000 })
+	since := b.pins().Cycle
+	b.send("M\n")
+	b.waitPin("PB1", "a 15 ms frame after the wrap", 5*time.Second, func(p Pin) bool {
+		return pulsing(p) && p.WavePeriod == 240000 && p.RiseCycle > since
+	})
+	var periods []uint64
+	for _, e := range b.history(since) {
+		if e.Pin != "PB1" {
+			continue
+		}
+		if e.Kind == "level" && e.Level == 0 {
+			continue // 32.8 ms without a rise: the decoder calls the train stopped until it resumes
+		}
+		if e.Kind != "pulse" || e.High != usCycles(1500) {
+			t.Errorf("PB1 after ICR1 went below the count: %+v, want only pulses of 1500 us", e)
+		}
+		if e.Period != 0 && e.Period != 320000 {
+			periods = append(periods, e.Period)
+		}
+	}
+	if want := []uint64{8 * 0x10000, 240000}; !slices.Equal(periods, want) {
+		t.Errorf("PB1's periods after ICR1 went below the count: %v cycles, want %v (the count to 0xFFFF, then 15 ms)", periods, want)
+	}
+
+	b.send("S\n")
+	since = b.pins().Cycle
+	b.waitPin("PB1", "pulsing at 20 ms after the restart", 5*time.Second, func(p Pin) bool {
+		return pulsing(p) && p.WavePeriod == 320000 && p.WaveHigh == usCycles(1500) && p.RiseCycle > since
+	})
+	b.waitPin("PB2", "pulsing at 20 ms after the restart", 5*time.Second, func(p Pin) bool {
+		return pulsing(p) && p.WavePeriod == 320000 && p.WaveHigh == usCycles(1000) && p.RiseCycle > since
+	})
 }
 
 // ADC0 reads what the rig sets, in counts of AVcc/1023.

@@ -21,17 +21,23 @@ var standinELF string
 // standin is the stand-in on a rig, with the host's link to it up.
 func standin(t *testing.T) (*Rig, *serial.Link) {
 	t.Helper()
+	return linked(t, standinELF)
+}
+
+// linked is a protocol firmware on a rig, with the host's link to it up.
+func linked(t *testing.T, elf string) (*Rig, *serial.Link) {
+	t.Helper()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
-	r, err := Start(Options{Binary: rigBin, ELF: standinELF, Link: filepath.Join(t.TempDir(), "tty")})
+	r, err := Start(Options{Binary: rigBin, ELF: elf, Link: filepath.Join(t.TempDir(), "tty")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Stop() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := serial.Open(ctx, serial.Config{Name: "standin", Port: r.PTY})
+	l, err := serial.Open(ctx, serial.Config{Name: filepath.Base(elf), Port: r.PTY})
 	if err != nil {
 		t.Fatal(err)
 	}

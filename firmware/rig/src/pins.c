@@ -13,11 +13,18 @@
  * shows its compare unit's output; otherwise an output shows its PORT bit
  * and an input its pull-up.
  *
- * Three differences between simavr 1.6 and an ATmega328P matter to what a
+ * Four differences between simavr 1.6 and an ATmega328P matter to what a
  * servo or a PWM output does, and are corrected here:
  *  - simavr 1.6 takes Timer1's mode 14 (fast PWM, TOP = ICR1: the servo
  *    mode) for one of its phase-correct kinds, whose OCR1x writes it never
  *    applies: a servo would keep its first pulse width forever.
+ *  - simavr reads ICR1 only when a WGM or clock-select bit changes; the
+ *    silicon compares TCNT1 with ICR1 as it counts. A firmware that starts
+ *    the clock in mode 14 before it writes ICR1 would run at TOP = 0 for
+ *    ever (a period of one timer tick, no pulse). The rig applies each
+ *    ICR1 write while ICR1 is TOP, keeping the counter's phase; one below
+ *    the count makes the counter run on to 0xFFFF and wrap, as the silicon
+ *    does (a compare match in that stretch is not modelled).
  *  - In fast PWM the silicon double-buffers OCRnx and takes the new value
  *    at BOTTOM; simavr's fast PWM takes it at once, so a write between the
  *    compare match and the end of the period makes a runt pulse.
@@ -53,6 +60,8 @@
 #define A_OCR1AH 0x89
 #define A_OCR1BL 0x8A
 #define A_OCR1BH 0x8B
+#define A_ICR1L 0x86
+#define A_ICR1H 0x87
 #define A_TCCR2A 0xB0
 #define A_TCCR2B 0xB1
 #define A_OCR2A 0xB3
@@ -526,6 +535,10 @@ static avr_cycle_count_t oc_apply_timer(avr_t *avr, avr_cycle_count_t when, void
 	return 0;
 }
 
+/* icr1_wrap: the cycle Timer1 wraps to BOTTOM after an ICR1 write below
+ * its count (0: none pending). */
+static uint64_t icr1_wrap;
+
 static void oc_write(oc_t *o, uint16_t v)
 {
 	const avr_timer_t *t = o->t;
@@ -534,7 +547,9 @@ static void oc_write(oc_t *o, uint16_t v)
 	o->pending = 1;
 	if (fast_pwm(o, &top_reg) && running(t)) {
 		uint64_t at = t->tov_base + t->tov_cycles - 1; /* one cycle before BOTTOM */
-		if (at > A->cycle && at - A->cycle <= t->tov_cycles) {
+		if (o->timer == '1' && icr1_wrap)
+			at = icr1_wrap - 1;
+		if (at > A->cycle && at - A->cycle <= (uint64_t)t->cs_div_value << 16) {
 			avr_cycle_timer_register(A, at - A->cycle, oc_apply_timer, o);
 			return;
 		}
@@ -554,6 +569,128 @@ static void ocr_h_write(struct avr_t *avr, avr_io_addr_t addr, uint8_t v, void *
 {
 	(void)avr, (void)addr;
 	((oc_t *)param)->temp_hi = v; /* taken with the low byte, as the silicon's TEMP */
+}
+
+/* ---- Timer1's TOP in ICR1 ------------------------------------------------ */
+
+static uint8_t icr1_temp; /* ICR1H as written, taken with ICR1L (TEMP) */
+static avr_io_write_t icr1_saved_l, icr1_saved_h;
+static void *icr1_param_l, *icr1_param_h;
+
+static avr_timer_t *timer1(void) { return ocs[2].t; }
+
+/* icr1_is_top: Timer1 is in a mode whose TOP is ICR1 (8, 10, 12, 14). */
+static int icr1_is_top(void)
+{
+	int m = wgm(&ocs[2]);
+	return m == 8 || m == 10 || m == 12 || m == 14;
+}
+
+/* simavr_armed: simavr has a cycle timer of its own for timer t (its
+ * overflow, a compare) — the rig's are on oc_t, not on the timer. */
+static int simavr_armed(const avr_timer_t *t)
+{
+	for (avr_cycle_timer_slot_p s = A->cycle_timers.timer; s; s = s->next)
+		if (s->param == t)
+			return 1;
+	return 0;
+}
+
+/* simavr_disarm cancels simavr's cycle timers of timer t. */
+static void simavr_disarm(avr_timer_t *t)
+{
+	for (;;) {
+		avr_cycle_timer_slot_p s = A->cycle_timers.timer;
+		while (s && s->param != t)
+			s = s->next;
+		if (!s)
+			return;
+		avr_cycle_timer_cancel(A, s->timer, t);
+	}
+}
+
+/* timer1_retop makes simavr take ICR1 as TOP now, keeping the phase: its
+ * reconfigure without a reset (which its trace ioctl runs) reads ICR1,
+ * counts the period from the last BOTTOM and arms the compare units for
+ * what is left of it. */
+static void timer1_retop(void)
+{
+	avr_timer_t *t = timer1();
+	uint32_t trace = t->trace;
+	avr_ioctl(A, AVR_IOCTL_TIMER_SET_TRACE('1'), &trace);
+}
+
+static void oc_reschedule(char timer)
+{
+	for (int i = 0; i < NOC; i++) {
+		oc_t *o = &ocs[i];
+		if (o->timer == timer && o->pending) {
+			avr_cycle_timer_cancel(A, oc_apply_timer, o);
+			oc_write(o, o->shadow);
+		}
+	}
+}
+
+/* icr1_wrapped: BOTTOM after the count ran on to 0xFFFF. */
+static avr_cycle_count_t icr1_wrapped(avr_t *avr, avr_cycle_count_t when, void *param)
+{
+	(void)avr, (void)param;
+	avr_timer_t *t = timer1();
+	icr1_wrap = 0;
+	if (!icr1_is_top() || !running(t) || simavr_armed(t))
+		return 0; /* the firmware changed the mode or the clock meanwhile: simavr restarted it */
+	t->tov_base = when;
+	timer1_retop();
+	oc_reschedule('1');
+	return 0;
+}
+
+static void icr1_apply(uint16_t icr)
+{
+	avr_timer_t *t = timer1();
+	if (!icr1_is_top() || !running(t))
+		return; /* simavr reads it when the mode or the clock next changes */
+	uint64_t div = t->cs_div_value;
+	avr_cycle_timer_cancel(A, icr1_wrapped, NULL);
+	if (icr1_wrap) {
+		/* Still running on to 0xFFFF: it wraps when it was going to. */
+		avr_cycle_timer_register(A, icr1_wrap - A->cycle, icr1_wrapped, NULL);
+		return;
+	}
+	uint64_t count = (A->cycle - t->tov_base) / div;
+	if (count <= icr) {
+		timer1_retop();
+	} else {
+		/* Below the count: no match at TOP; the counter runs on to
+		 * 0xFFFF and wraps to BOTTOM. Nothing happens until then. */
+		simavr_disarm(t);
+		icr1_wrap = t->tov_base + div * 0x10000;
+		avr_cycle_timer_register(A, icr1_wrap - A->cycle, icr1_wrapped, NULL);
+	}
+	oc_reschedule('1');
+}
+
+static void icr1_l_write(struct avr_t *avr, avr_io_addr_t addr, uint8_t v, void *param)
+{
+	(void)avr, (void)addr, (void)param;
+	uint16_t old = (uint16_t)(A->data[A_ICR1L] | A->data[A_ICR1H] << 8);
+	if (icr1_saved_h)
+		icr1_saved_h(A, A_ICR1H, icr1_temp, icr1_param_h);
+	else
+		A->data[A_ICR1H] = icr1_temp;
+	if (icr1_saved_l)
+		icr1_saved_l(A, A_ICR1L, v, icr1_param_l);
+	else
+		A->data[A_ICR1L] = v;
+	uint16_t icr = (uint16_t)(icr1_temp << 8 | v);
+	if (icr != old)
+		icr1_apply(icr);
+}
+
+static void icr1_h_write(struct avr_t *avr, avr_io_addr_t addr, uint8_t v, void *param)
+{
+	(void)avr, (void)addr, (void)param;
+	icr1_temp = v;
 }
 
 static void intercept(uint16_t addr, avr_io_write_t w, void *param, avr_io_write_t *saved, void **saved_param)
@@ -589,6 +726,8 @@ int pins_attach(avr_t *avr)
 		avr_irq_register_notify(avr_io_getirq(avr, AVR_IOCTL_TIMER_GETIRQ(o->timer), TIMER_IRQ_OUT_COMP + o->comp),
 					oc_notify, o);
 	}
+	intercept(A_ICR1L, icr1_l_write, NULL, &icr1_saved_l, &icr1_param_l);
+	intercept(A_ICR1H, icr1_h_write, NULL, &icr1_saved_h, &icr1_param_h);
 	for (char pc = 'B'; pc <= 'D'; pc++) {
 		avr_irq_register_notify(avr_io_getirq(avr, AVR_IOCTL_IOPORT_GETIRQ(pc), IOPORT_IRQ_REG_PORT), port_notify,
 					(void *)(intptr_t)pc);
@@ -612,6 +751,7 @@ void pins_after_reset(void)
 	/* The reset zeroed the registers and cancelled every cycle timer. */
 	for (int i = 0; i < NOC; i++)
 		ocs[i].state = 0, ocs[i].pending = 0, ocs[i].temp_hi = 0;
+	icr1_temp = 0, icr1_wrap = 0;
 	apply_inputs(0, -1);
 	eval(0, -1, A->cycle);
 }
@@ -662,6 +802,20 @@ void pins_json(buf_t *b)
 			   (unsigned long long)p->period, p->role == ROLE_WAVE ? wave_name[p->w] : "static",
 			   (unsigned long long)p->whigh, (unsigned long long)p->wperiod, (unsigned long long)p->last_event,
 			   p->oc >= 0 && oc_com(&ocs[p->oc]) ? ocs[p->oc].name : "");
+	}
+	buf_printf(b, "],\"timers\":[");
+	/* simavr's view of each timer (as its own code uses it, not the
+	 * silicon's registers): what the compare outputs follow. */
+	for (int i = 0; i < NOC; i += 2) {
+		const oc_t *o = &ocs[i];
+		const avr_timer_t *t = o->t;
+		buf_printf(b,
+			   "%s{\"name\":\"%c\",\"wgm\":%d,\"clock_div\":%u,\"top\":%u,\"tov_cycles\":%llu,\"tov_base\":%llu,"
+			   "\"comp_cycles\":[%llu,%llu]}",
+			   i ? "," : "", o->timer, wgm(o), t ? (unsigned)t->cs_div_value : 0, t ? (unsigned)t->tov_top : 0,
+			   t ? (unsigned long long)t->tov_cycles : 0, t ? (unsigned long long)t->tov_base : 0,
+			   t ? (unsigned long long)t->comp[AVR_TIMER_COMPA].comp_cycles : 0,
+			   t ? (unsigned long long)t->comp[AVR_TIMER_COMPB].comp_cycles : 0);
 	}
 	buf_printf(b, "]");
 }

@@ -181,6 +181,11 @@ static void after_reset(void)
 static void do_reset(const char *why)
 {
 	reset_cause = why;
+	/* What was due by now happens before the reset: simavr runs the cycle
+	 * timers due at the current cycle only in its next step (a sleeping
+	 * MCU lands exactly on them), and the reset would cancel them — a
+	 * PWM edge due one cycle earlier would then never have come. */
+	avr_cycle_timer_process(avr);
 	avr_reset(avr);
 	after_reset();
 }

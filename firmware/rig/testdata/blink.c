@@ -23,6 +23,12 @@
  *   H            hangs with interrupts off: the hardware watchdog resets it
  *   Z            sleeps with interrupts off: likewise
  *   Y<n><n bytes> answers those n bytes, raw
+ *   T<n>         ICR1 = n-1 with Timer1 running: a servo frame of n half-us
+ *   M            waits until TCNT1 passes 35000, then ICR1 = 29999: below
+ *                the count, so TCNT1 runs on to 0xFFFF before it wraps
+ *   S            restarts Timer1 as the saga firmware's board layer starts
+ *                it: the clock on in mode 14 while ICR1 is still 0, then
+ *                ICR1 = 39999 (20 ms)
  * At start it prints "boot mcusr=<hex>" (MCUSR: 0x08 after a watchdog reset).
  */
 #include <avr/interrupt.h>
@@ -217,6 +223,21 @@ int main(void)
 		case 'X':
 			puts_(line);
 			put('\n');
+			break;
+		case 'T':
+			ICR1 = (uint16_t)(arg - 1);
+			break;
+		case 'M':
+			while (TCNT1 < 35000)
+				;
+			ICR1 = 29999;
+			break;
+		case 'S':
+			TCCR1B = 0;
+			TCNT1 = 0;
+			ICR1 = 0;
+			TCCR1B = (1 << WGM13) | (1 << WGM12) | (1 << CS11);
+			ICR1 = 39999;
 			break;
 		case 'W':
 			watchdog_ms = arg;

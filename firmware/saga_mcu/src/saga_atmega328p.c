@@ -9,6 +9,7 @@
 
 #include <avr/interrupt.h>
 #include <avr/io.h>
+#include <avr/sleep.h>
 #include <avr/wdt.h>
 #include <util/atomic.h>
 
@@ -164,6 +165,10 @@ static void board_output(void *ctx, uint8_t ch, const saga_channel_t *c, saga_dr
 
 /* --- e-stop and supply ---------------------------------------------------------------- */
 
+/* An edge on the e-stop input (INT0, any change) wakes the main loop at
+ * once, which reads the pin; the ISR itself has nothing to do. */
+ISR(INT0_vect) {}
+
 static uint8_t board_estop(void *ctx) {
 	(void)ctx;
 	return (PIND & _BV(PD2)) != 0; /* HIGH: pressed (the contact opened) or the wire cut */
@@ -251,9 +256,12 @@ void saga_atmega328p_setup(void) {
 		for (;;)
 			;
 	}
-	/* The e-stop: input, pulled up. */
+	/* The e-stop: input, pulled up; any change wakes the loop (INT0). */
 	DDRD &= (uint8_t)~_BV(PD2);
 	PORTD |= _BV(PD2);
+	EICRA = _BV(ISC00);
+	EIFR = _BV(INTF0);
+	EIMSK = _BV(INT0);
 	/* The supply: ADC on, /128 (125 kHz). */
 	ADCSRA = _BV(ADEN) | _BV(ADPS2) | _BV(ADPS1) | _BV(ADPS0);
 	/* UART0: 115200 8N1, double speed. */
@@ -264,9 +272,24 @@ void saga_atmega328p_setup(void) {
 	sei();
 }
 
+/* The loop does its work, then idles until the next interrupt: a received
+ * byte, the 1 ms tick (everything the core times is in milliseconds) or an
+ * e-stop edge. Waking from idle takes a few cycles; the CPU draws less and
+ * the timers and the UART run on. Interrupts stay off from the check to
+ * the sleep (the instruction after sei runs before any interrupt), so no
+ * byte can arrive unnoticed in between. */
 void saga_atmega328p_loop(void) {
 	wdt_reset();
 	saga_run(&saga);
+	set_sleep_mode(SLEEP_MODE_IDLE);
+	cli();
+	if (ring_tail == ring_head) {
+		sleep_enable();
+		sei();
+		sleep_cpu();
+		sleep_disable();
+	}
+	sei();
 }
 
 #endif

@@ -13,9 +13,11 @@
  *
  *   supply 0   A0 = ADC0 (PC0), AVcc 5 V reference, 1:3 divider: 14.663 mV/count
  *              (SUPPLY above 14.9 V: the divider saturates at 15 V)
- *   e-stop     D2 = PD2, input with the internal pull-up, active while HIGH
- *              (a normally-closed contact to GND: pressing it or cutting the
- *              wire stops)
+ *   e-stop     D2 = PD2 (INT0), input with the internal pull-up, active
+ *              while HIGH (a normally-closed contact to GND: pressing it or
+ *              cutting the wire stops); an edge wakes the main loop
+ *   idle       the main loop sleeps (idle mode) until an interrupt: a byte,
+ *              the 1 ms tick, an e-stop edge
  *   UART0      D0 RX, D1 TX, 115200 baud 8N1 (U2X), interrupt-driven receive
  *   clock      Timer2 CTC, 1 ms interrupt
  *   servos     Timer1 fast PWM mode 14, ICR1 = 39999, prescaler 8: 0.5 us
