@@ -388,14 +388,16 @@ func runPi(args []string, w io.Writer) error {
 	floodSteps := fs.Int("flood-steps", piDefaultFlood, "steps in each flood (the halt is sent when half are out)")
 	expiries := fs.Int("expiries", piDefaultExpiries, "lease expiries per run, quiet and as many under a flood")
 	records := fs.Uint64("records", piDefaultRecords, "records in the journal restarts are timed on (0: no restarts)")
-	weight := fs.Int("weight", 100, "the daemon's cgroup CPU weight (cgroup v2's scale: 100 is the default, 1..10000)")
+	weight := fs.Int("weight", 10000, "the CPU weight of the daemon's cgroup and of the agents' (this process moves into one of its own), on cgroup v2's\n"+
+		"scale, 1..10000: every other cgroup's default is 100, so the default keeps a shared machine's other work from deciding the figures")
 	parent := fs.String("cgroup-parent", "", "make the cgroups under this cgroup directory (default: the cpu hierarchy's root, or this process's v1 cpu cgroup)")
 	settle := fs.Duration("settle", piDefaultSettle, "the wait after ready before idle memory is read")
+	profile := fs.String("profile", "", "write each daemon's CPU profile and execution trace of the halts under this directory (a daemon built with -tags saga_profile)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	opt := piOptions{period: *period, rounds: *rounds, steps: *steps, halts: *halts, floodSteps: *floodSteps,
-		expiries: *expiries, records: *records, weight: *weight, cgroupParent: *parent, settle: *settle}
+		expiries: *expiries, records: *records, weight: *weight, cgroupParent: *parent, settle: *settle, profile: *profile}
 	var err error
 	if opt.cpus, err = parseCPUs(*cpus); err != nil {
 		return cli.Exit(2, "%v", err)

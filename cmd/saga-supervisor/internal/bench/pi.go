@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
@@ -60,6 +61,7 @@ type piOptions struct {
 	weight       int
 	cgroupParent string
 	settle       time.Duration
+	profile      string // a directory for the daemons' profiles of the halts; "" none
 }
 
 // PiResult is what bench pi reports (its JSON).
@@ -155,6 +157,11 @@ type PiOther struct {
 type PiExpiry struct {
 	Late  PiRow `json:"done_late"`
 	Abort PiRow `json:"abort_late"`
+	// RTT is the expiring agent's round trips (hello, begin, step,
+	// heartbeat): another agent's, beside the flood. Lapsed counts its
+	// leases that ended before it could send the heartbeat.
+	RTT    PiRow `json:"rtt"`
+	Lapsed int   `json:"lapsed"`
 }
 
 // parseCPUs reads --cpu: quotas in CPUs, "none" for none.
@@ -198,7 +205,7 @@ func cpuName(c float64) string {
 
 // measurePi runs every round: each condition, each daemon, in rotating
 // order.
-func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(string)) error {
+func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(string)) (err error) {
 	var cgfs *cgroupFS
 	if len(opt.cpus) > 1 {
 		// A quota was asked for: no cgroup, no measurement. The whole
@@ -210,6 +217,26 @@ func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(stri
 		}
 		cgfs = &fs
 		res.Cgroup = fmt.Sprintf("cgroup v%d under %s", fs.version, fs.parent)
+		// The agents get a cgroup of their own, of the same weight and no
+		// quota, so that on a shared machine neither side of the
+		// measurement waits for other work more than the other.
+		agents, err := newCPUCgroup(fs, fmt.Sprintf("saga-bench-pi-%d-agents", os.Getpid()), 0, opt.period, opt.weight)
+		if err != nil {
+			return fmt.Errorf("bench pi: the agents' cgroup: %w", err)
+		}
+		orig, err := ownCgroupDir(fs)
+		if err == nil {
+			err = moveSelf(agents.dir)
+		}
+		if err != nil {
+			agents.remove()
+			return fmt.Errorf("bench pi: %w", err)
+		}
+		defer func() {
+			if merr := errors.Join(moveSelf(orig), agents.remove()); merr != nil {
+				err = errors.Join(err, merr)
+			}
+		}()
 	} else {
 		res.Cgroup = "none (--cpu none: the whole machine only)"
 	}
@@ -218,7 +245,7 @@ func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(stri
 		prog(fmt.Sprintf("writing a journal of %d records for the restarts", opt.records))
 		journal = filepath.Join(res.Dir, "restart-journal")
 		next := uint64(1)
-		if err := writeCommitted(ctx, journal, opt.records, &next); err != nil {
+		if err = writeCommitted(ctx, journal, opt.records, &next); err != nil {
 			return fmt.Errorf("bench pi: the restart journal: %w", err)
 		}
 	}
@@ -309,9 +336,24 @@ func measurePiRun(ctx context.Context, res *PiResult, opt piOptions, cgfs *cgrou
 	}
 	prog("starting")
 	journal := filepath.Join(work, "journal")
-	d, err := startPiDaemon(piStart{bin: bin, launcher: opt.launcher, work: work, journal: journal, cg: cg, delay: opt.delay})
+	start := piStart{bin: bin, launcher: opt.launcher, work: work, journal: journal, cg: cg, delay: opt.delay}
+	pdir := ""
+	if opt.profile != "" {
+		pdir = filepath.Join(opt.profile, fmt.Sprintf("run-%d-%s-%s", n, strings.ReplaceAll(cpuName(cpu), " ", ""), filepath.Base(bin)))
+		if err := os.MkdirAll(pdir, 0o755); err != nil {
+			return run, err
+		}
+		start.env = []string{"SAGA_PROFILE_DIR=" + pdir}
+	}
+	d, err := startPiDaemon(start)
 	if err != nil {
 		return run, err
+	}
+	if pdir != "" {
+		if _, err := os.Stat(filepath.Join(pdir, "armed")); err != nil {
+			d.stop()
+			return run, fmt.Errorf("--profile: %s was not built with -tags saga_profile (no %s/armed)", bin, pdir)
+		}
 	}
 	run.StartNs = int64(d.ready.Sub(d.started))
 	stopped := false
@@ -344,9 +386,23 @@ func measurePiRun(ctx context.Context, res *PiResult, opt piOptions, cgfs *cgrou
 		return run, fmt.Errorf("steps: %w", err)
 	}
 	prog(fmt.Sprintf("%d halts on each topic under floods of %d steps", opt.halts, opt.floodSteps))
+	if pdir != "" {
+		d.cmd.Process.Signal(syscall.SIGUSR1)
+	}
 	halts, other, err := p.halts(ctx, prog)
 	if err != nil {
 		return run, fmt.Errorf("halts: %w", err)
+	}
+	if pdir != "" {
+		d.cmd.Process.Signal(syscall.SIGUSR2)
+		for t := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(pdir, "done-1")); err == nil {
+				break
+			}
+			if time.Since(t) > 30*time.Second {
+				return run, errors.New("--profile: the daemon wrote no profile within 30 s")
+			}
+		}
 	}
 	run.Other = other
 	prog(fmt.Sprintf("%d lease expiries quiet, %d under a flood", opt.expiries, opt.expiries))

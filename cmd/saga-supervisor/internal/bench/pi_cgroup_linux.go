@@ -280,6 +280,42 @@ func (c *cpuCgroup) stat() throttle {
 	return t
 }
 
+// ownCgroupDir is the directory of this process's cgroup in fs's
+// hierarchy (v2: the unified one; v1: the cpu controller's).
+func ownCgroupDir(fs cgroupFS) (string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	root := fs.parent
+	if fs.version == 1 {
+		// fs.parent is the hierarchy's mount, or this process's own cgroup
+		// under it: the mount is what /proc/self/cgroup's paths are under.
+		if own := ownCgroup("cpu"); own != "" && own != "/" && strings.HasSuffix(root, own) {
+			root = strings.TrimSuffix(root, own)
+		}
+	}
+	for line := range strings.Lines(string(data)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if fs.version == 2 && parts[0] == "0" && parts[1] == "" ||
+			fs.version == 1 && slicesContainsField(strings.ReplaceAll(parts[1], ",", " "), "cpu") {
+			return filepath.Join(root, parts[2]), nil
+		}
+	}
+	return "", fmt.Errorf("this process's cgroup is not in /proc/self/cgroup:\n%s", data)
+}
+
+// moveSelf moves this process (all its threads) into the cgroup at dir.
+func moveSelf(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fmt.Errorf("moving the bench into the cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
 // remove removes the cgroup, once its processes have gone (a process that
 // exited may linger in it for a moment).
 func (c *cpuCgroup) remove() error {

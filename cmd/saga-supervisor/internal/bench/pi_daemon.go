@@ -91,6 +91,7 @@ type piStart struct {
 	work, journal string
 	cg            *cpuCgroup
 	delay         fsyncDelay
+	env           []string // added to the daemon's environment
 }
 
 // startPiDaemon writes the configuration and the token into s.work,
@@ -158,7 +159,7 @@ func startPiDaemon(s piStart) (_ *piDaemon, err error) {
 	d.cmd = exec.Command(s.launcher, launchArgs(procs, !s.delay.zero(), []string{s.bin, "run", "--config", "config.yaml", "--log-level", "warn"})...)
 	d.cmd.Dir = s.work
 	d.cmd.Stderr = d.stderr
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sockPath)
+	d.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+sockPath), s.env...)
 	if childSock != nil {
 		d.cmd.ExtraFiles = []*os.File{childSock}
 	}

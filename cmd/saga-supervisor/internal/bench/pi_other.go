@@ -17,7 +17,7 @@ type cgroupFS struct {
 	parent  string
 }
 
-type cpuCgroup struct{}
+type cpuCgroup struct{ dir string }
 
 func findCgroupFS(string) (cgroupFS, error) { return cgroupFS{}, errPiUnsupported }
 
@@ -25,12 +25,14 @@ func newCPUCgroup(cgroupFS, string, float64, time.Duration, int) (*cpuCgroup, er
 	return nil, errPiUnsupported
 }
 
-func (c *cpuCgroup) String() string       { return "" }
-func (c *cpuCgroup) procs() string        { return "" }
-func (c *cpuCgroup) holds(int) error      { return errPiUnsupported }
-func (c *cpuCgroup) stat() throttle       { return throttle{} }
-func (c *cpuCgroup) remove() error        { return nil }
-func runLaunch([]string, io.Writer) error { return errPiUnsupported }
+func (c *cpuCgroup) String() string         { return "" }
+func (c *cpuCgroup) procs() string          { return "" }
+func (c *cpuCgroup) holds(int) error        { return errPiUnsupported }
+func (c *cpuCgroup) stat() throttle         { return throttle{} }
+func (c *cpuCgroup) remove() error          { return nil }
+func ownCgroupDir(cgroupFS) (string, error) { return "", errPiUnsupported }
+func moveSelf(string) error                 { return errPiUnsupported }
+func runLaunch([]string, io.Writer) error   { return errPiUnsupported }
 
 func launchArgs(procs string, filter bool, daemon []string) []string { return daemon }
 

@@ -290,8 +290,10 @@ func (p *piProbe) haltUnderFlood(i int, topic string) (s piHaltSample, err error
 		return s, err
 	}
 	fa := p.flood
-	if _, err := fa.must(api.Request{Op: api.OpHeartbeat}); err != nil {
+	if rep, err := callPatiently(fa, api.Request{Op: api.OpHeartbeat}); err != nil {
 		return s, err
+	} else if !rep.OK {
+		return s, fmt.Errorf("flood: heartbeat refused: %s %s", rep.Code, rep.Message)
 	}
 	saga, err := fa.begin()
 	if err != nil {
@@ -390,12 +392,45 @@ func (p *piProbe) haltUnderFlood(i int, topic string) (s piHaltSample, err error
 		time.Sleep(time.Second) // a halt only queued has arrived by now
 	}
 	// The halt ended the flood's saga; a lost one did not.
-	if rep, _, err := fa.call(api.Request{Op: api.OpCommit, Saga: saga}); err != nil {
+	if err := commitFlood(fa, saga); err != nil {
 		return s, err
-	} else if !rep.OK && rep.Code != string(rollback.CodeSagaUnknown) && rep.Code != string(rollback.CodeHalted) {
-		return s, fmt.Errorf("flood: commit of saga %d refused: %s %s", saga, rep.Code, rep.Message)
 	}
 	return s, p.resetAndWait()
+}
+
+// commitFlood commits the flood's saga unless a halt ended it.
+func commitFlood(fa *agent, saga uint64) error {
+	rep, err := callPatiently(fa, api.Request{Op: api.OpCommit, Saga: saga})
+	if err != nil {
+		return err
+	}
+	if !rep.OK && rep.Code != string(rollback.CodeSagaUnknown) && rep.Code != string(rollback.CodeHalted) {
+		return fmt.Errorf("flood: commit of saga %d refused: %s %s", saga, rep.Code, rep.Message)
+	}
+	return nil
+}
+
+// callPatiently sends req, again with a new id each second without an
+// answer, for up to replyTimeout: after a flood the supervisor may still be
+// working through the agent's backlog at the broker, and sheds (answers
+// nothing to) its requests while the agent is over its rate.
+func callPatiently(a *agent, req api.Request) (api.Reply, error) {
+	deadline := time.Now().Add(replyTimeout)
+	for {
+		req.ID = a.nextID(string(req.Op))
+		b, err := a.request(req)
+		if err != nil {
+			return api.Reply{}, err
+		}
+		wait := min(time.Second, time.Until(deadline))
+		rep, _, _, err := a.sendAt(a.topics.AgentCmd(a.name), req.ID, b, wait)
+		if err == nil {
+			return rep, nil
+		}
+		if !errors.Is(err, errNoAnswer) || time.Now().After(deadline) {
+			return rep, err
+		}
+	}
 }
 
 // piExpirySample is one lease expiry: saga was open on the servo when the
@@ -406,11 +441,17 @@ type piExpirySample struct {
 	event    time.Duration // the rollback event's arrival, past deadline
 }
 
-type piExpiryLog []piExpirySample
+// piExpiryLog is one condition's expiries, the expiring agent's round
+// trips, and how often its lease lapsed before its heartbeat.
+type piExpiryLog struct {
+	samples []piExpirySample
+	rtts    latency.Samples
+	lapsed  int
+}
 
 func (l piExpiryLog) summary(recs *piRecords) PiExpiry {
 	var done, abort latency.Samples
-	for _, s := range l {
+	for _, s := range l.samples {
 		r := recs.unwinds[s.saga]
 		if r.done.IsZero() || r.abort.IsZero() {
 			done, abort = append(done, piHaltTimeout), append(abort, piHaltTimeout)
@@ -418,56 +459,86 @@ func (l piExpiryLog) summary(recs *piRecords) PiExpiry {
 		}
 		done, abort = append(done, r.done.Sub(s.deadline)), append(abort, r.abort.Sub(s.deadline))
 	}
-	return PiExpiry{Late: piRowOf(done), Abort: piRowOf(abort)}
+	return PiExpiry{Late: piRowOf(done), Abort: piRowOf(abort), RTT: piRowOf(l.rtts), Lapsed: l.lapsed}
 }
 
 // expiries lets opt.expiries leases expire: hello with piExpiryTTL, a step
 // of the servo from 0 to 10, one heartbeat, silence — quiet, or while the
-// flood agent floods steps as fast as its client goes.
-func (p *piProbe) expiries(ctx context.Context, flooded bool) (piExpiryLog, error) {
+// flood agent floods steps as fast as its client goes. Under the flood the
+// agent's own round trips can be so slow that its lease ends before its
+// heartbeat: such a try is counted (lapsed) and made again.
+func (p *piProbe) expiries(ctx context.Context, flooded bool) (log piExpiryLog, err error) {
 	if flooded {
 		if err := p.ensureReady(); err != nil {
-			return nil, err
+			return log, err
 		}
 		f := newFlood(p.flood, piFlood, 0, func() uint64 { return 0 })
 		if err := f.start(); err != nil {
-			return nil, err
+			return log, err
 		}
 		defer func() {
 			f.stop()
-			f.closeSaga()
+			if cerr := commitFlood(p.flood, f.saga); cerr != nil && err == nil {
+				err = cerr
+			}
+			f.saga = 0
 		}()
 	}
 	a := p.expiry
-	var log piExpiryLog
-	for range p.opt.expiries {
+	for tries := 0; len(log.samples) < p.opt.expiries; tries++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return log, err
 		}
-		if err := a.hello(piExpiryTTL); err != nil {
-			return nil, err
+		if tries >= 5*p.opt.expiries {
+			return log, fmt.Errorf("%d tries for %d lease expiries: the agent's lease of %v lapsed before its heartbeat %d times",
+				tries, p.opt.expiries, piExpiryTTL, log.lapsed)
 		}
-		saga, err := a.begin()
+		// Each round trip is timed: it is another agent's, beside the flood.
+		call := func(req api.Request) (api.Reply, error) {
+			rep, took, err := a.call(req)
+			log.rtts = append(log.rtts, took)
+			// A lease that ended under the agent's feet: LEASE_*, or its saga
+			// unwound by the expiry (SAGA_UNKNOWN).
+			lapsed := strings.HasPrefix(rep.Code, "LEASE_") || rep.Code == string(rollback.CodeSagaUnknown)
+			if err == nil && !rep.OK && !lapsed {
+				err = fmt.Errorf("%s refused: %s %s", req.Op, rep.Code, rep.Message)
+			}
+			return rep, err
+		}
+		rep, err := call(api.Request{Op: api.OpHello, TTLMS: piExpiryTTL.Milliseconds()})
 		if err != nil {
-			return nil, err
+			return log, err
 		}
-		if _, err := a.must(api.Request{Op: api.OpStep, Saga: saga, Actuator: piExpiry, Value: 10}); err != nil {
-			return nil, err
+		a.lease, a.epoch = rep.Lease, rep.Epoch
+		if rep, err = call(api.Request{Op: api.OpBegin}); err != nil {
+			return log, err
+		}
+		saga := rep.Saga
+		if rep.OK {
+			rep, err = call(api.Request{Op: api.OpStep, Saga: saga, Actuator: piExpiry, Value: 10})
+			if err != nil {
+				return log, err
+			}
 		}
 		for len(p.events) > 0 {
 			<-p.events
 		}
-		id := a.nextID("heartbeat")
-		b, err := a.request(api.Request{ID: id, Op: api.OpHeartbeat})
-		if err != nil {
-			return nil, err
-		}
-		rep, t0, _, err := a.sendAt(p.d.topics.AgentCmd(a.name), id, b, replyTimeout)
-		if err != nil {
-			return nil, err
+		var t0 time.Time
+		if rep.OK {
+			id := a.nextID("heartbeat")
+			b, err := a.request(api.Request{ID: id, Op: api.OpHeartbeat})
+			if err != nil {
+				return log, err
+			}
+			var at time.Time
+			if rep, t0, at, err = a.sendAt(p.d.topics.AgentCmd(a.name), id, b, replyTimeout); err != nil {
+				return log, err
+			}
+			log.rtts = append(log.rtts, at.Sub(t0))
 		}
 		if !rep.OK {
-			return nil, fmt.Errorf("heartbeat refused: %s %s", rep.Code, rep.Message)
+			log.lapsed++ // the lease ended before the heartbeat
+			continue
 		}
 		s := piExpirySample{saga: saga, deadline: t0.Add(piExpiryTTL)}
 		timeout := time.After(piExpiryTTL + replyTimeout)
@@ -480,10 +551,10 @@ func (p *piProbe) expiries(ctx context.Context, flooded bool) (piExpiryLog, erro
 					break wait
 				}
 			case <-timeout:
-				return nil, fmt.Errorf("no rollback event for saga %d within %v of its lease's TTL", saga, replyTimeout)
+				return log, fmt.Errorf("no rollback event for saga %d within %v of its lease's TTL", saga, replyTimeout)
 			}
 		}
-		log = append(log, s)
+		log.samples = append(log.samples, s)
 	}
 	return log, nil
 }
