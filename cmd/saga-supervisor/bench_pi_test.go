@@ -32,7 +32,7 @@ func TestBenchPi(t *testing.T) {
 	for _, want := range []string{
 		"quota: none (--cpu none: the whole machine only)",
 		"fsync and fdatasync of the daemon: none added",
-		"\n  whole machine\n",
+		"  whole machine",
 		"\ndurable step p50  ",
 		"\nhalt on cmd/<agent>: reply p50  ",
 		"\n  latched (its HALT record) p50  ",

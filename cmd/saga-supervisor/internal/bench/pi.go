@@ -395,6 +395,14 @@ func measurePiRun(ctx context.Context, res *PiResult, opt piOptions, cgfs *cgrou
 	}
 	if pdir != "" {
 		d.cmd.Process.Signal(syscall.SIGUSR2)
+		// When each halt was published, to find it in the trace.
+		var b strings.Builder
+		for _, h := range halts {
+			fmt.Fprintf(&b, "%d %s %d %t\n", h.t0.UnixNano(), h.topic, h.reply, h.lost)
+		}
+		if err := os.WriteFile(filepath.Join(pdir, "halts.txt"), []byte(b.String()), 0o644); err != nil {
+			return run, err
+		}
 		for t := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 			if _, err := os.Stat(filepath.Join(pdir, "done-1")); err == nil {
 				break

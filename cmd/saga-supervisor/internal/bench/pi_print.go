@@ -109,8 +109,12 @@ func (res *PiResult) runsOf(c piColumn) map[int]PiRun {
 // two daemons, of the second to the first), taken round by round.
 func printPi(w io.Writer, res *PiResult) {
 	fmt.Fprintf(w, "bench pi: `run` as a process of its own (its embedded broker in it), on a CPU quota and a slow disk\n")
-	fmt.Fprintf(w, "quota: %s, CFS period %v, weight %d; agents: paho clients in this process, outside the quota\n",
-		res.Cgroup, time.Duration(res.PeriodNs), res.Weight)
+	if len(res.CPUs) > 1 {
+		fmt.Fprintf(w, "quota: %s, CFS period %v, weight %d; agents: paho clients in this process, outside the quota\n",
+			res.Cgroup, time.Duration(res.PeriodNs), res.Weight)
+	} else {
+		fmt.Fprintf(w, "quota: %s; agents: paho clients in this process\n", res.Cgroup)
+	}
 	fsync := "none added"
 	if res.FsyncDelay != "0s" {
 		fsync = res.FsyncDelay + " added to each (uniform), by the bench answering a seccomp filter's notification; the daemon's binary is unmodified"
