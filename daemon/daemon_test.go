@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,70 @@ func TestHooks(t *testing.T) {
 	}
 	if h.submitted.Load() == 0 {
 		t.Error("the request did not pass through WrapHandler's handler")
+	}
+}
+
+// An agent flooding its command topic past its rate is held at the
+// embedded broker to the rate its lane admits (agents.rate and burst:
+// brokerauth's PaceRate), its excess left unread in its socket; a halt on
+// the same topic, from another connection of the same login (the same,
+// empty bucket), is not held for a token: it latches while the flood is
+// still being held.
+func TestBrokerHoldsAFlooderToItsRateButNeverAHalt(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Agents.Rate, cfg.Agents.Burst = 20, 5 // 100 requests: about 5 s held
+	d, err := Start(Options{Config: cfg, NoHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(id string) paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID(id).
+			SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("%s: connect: %v", id, tok.Error())
+		}
+		t.Cleanup(func() { c.Disconnect(50) })
+		return c
+	}
+	flooder, stopper := dial("planner"), dial("planner/stop")
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	var last atomic.Bool // the reply to the flood's last request arrived
+	if tok := flooder.Subscribe(topics.Reply("planner"), 1, func(_ paho.Client, m paho.Message) {
+		if strings.Contains(string(m.Payload()), `"f99"`) {
+			last.Store(true)
+		}
+	}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	for i := range 100 {
+		flooder.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"f`+strconv.Itoa(i)+`","agent":"planner","op":"status"}`)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Broker.Broker.Stats().RateWaits == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("100 requests at once past a burst of 5: none held to the agent's rate (%+v)", d.Broker.Broker.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopper.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"h","agent":"planner","op":"halt","reason":"amid a held flood"}`)
+	for {
+		if halted, why := d.Sup.Engine().Halted(); halted {
+			if !strings.Contains(why, "amid a held flood") {
+				t.Fatalf("halted for %q", why)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the halt never latched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if last.Load() {
+		t.Error("the halt latched only after the whole flood had been let through: it waited for the flooder's rate")
 	}
 }

@@ -234,3 +234,42 @@ func TestOnlyTheNamedSubscriberPaces(t *testing.T) {
 		t.Errorf("stats %+v: paced for a subscriber not named", st)
 	}
 }
+
+// With PaceRate, a publisher past its burst waits for its tokens at the
+// broker; another publisher has a bucket of its own and does not wait
+// for it, and an urgent publish (a halt) never waits.
+func TestPaceRateHoldsOnlyTheFlooder(t *testing.T) {
+	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Paced: []string{paceFilter}, PaceRate: 5, PaceBurst: 2,
+		Urgent: func(p []byte) bool { return string(p) == "halt" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sub := dial(t, b, "sup")
+	if tok := sub.Subscribe(paceFilter, 1, func(paho.Client, paho.Message) {}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	publish := func(c paho.Client, topic, payload string, n int) {
+		t.Helper()
+		var toks []paho.Token
+		for range n {
+			toks = append(toks, c.Publish(topic, 1, false, payload))
+		}
+		for _, tok := range toks {
+			if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+	}
+	flooder, other := dial(t, b, "a01"), dial(t, b, "a02")
+	publish(flooder, "saga/v1/arm1/cmd/a01", "step", 6)
+	waits := b.Stats().RateWaits
+	if waits == 0 {
+		t.Fatal("6 publishes at once past a burst of 2: none waited for its rate")
+	}
+	publish(flooder, "saga/v1/arm1/cmd/a01", "halt", 3)
+	publish(other, "saga/v1/arm1/cmd/a02", "step", 2)
+	if got := b.Stats().RateWaits; got != waits {
+		t.Errorf("a halt, or another publisher within its burst, waited for a rate: %d waits, want %d", got, waits)
+	}
+}
