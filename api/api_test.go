@@ -88,6 +88,10 @@ var badCases = []badCase{
 	{name: "ttl negative", payload: `{"id":"h","agent":"a","op":"hello","ttl_ms":-5}`, code: CodeBadRequest, field: "ttl_ms", id: "h", agent: "a"},
 	{name: "ttl zero", payload: `{"id":"h","agent":"a","op":"hello","ttl_ms":0}`, code: CodeBadRequest, field: "ttl_ms", id: "h", agent: "a"},
 	{name: "ttl beyond int64", payload: `{"id":"h","agent":"a","op":"hello","ttl_ms":9223372036854775808}`, code: CodeBadRequest, field: "ttl_ms", id: "h", agent: "a"},
+	// 2^58+5000 ms: as a time.Duration it wrapped around to 5 s, inside
+	// the supervisor's bounds, and was granted.
+	{name: "ttl beyond a Duration", payload: `{"id":"h","agent":"a","op":"hello","ttl_ms":288230376151716744}`, code: CodeBadRequest, field: "ttl_ms", id: "h", agent: "a"},
+	{name: "ttl one past a Duration", payload: `{"id":"h","agent":"a","op":"hello","ttl_ms":9223372036855}`, code: CodeBadRequest, field: "ttl_ms", id: "h", agent: "a"},
 
 	// Keys: duplicates, unknown, case.
 	{name: "duplicate value", payload: replace(`"value":90`, `"value":1,"value":900`), code: CodeBadRequest, field: "value", id: "c1", agent: "arm-ctl"},
@@ -297,6 +301,7 @@ func TestEncodeRequestRefuses(t *testing.T) {
 		{ID: "1", Agent: "me", Op: "fly"},
 		{ID: "1", Agent: "a/b", Op: OpStatus},
 		{ID: "1", Agent: "me", Op: OpHello, TTLMS: -1},
+		{ID: "1", Agent: "me", Op: OpHello, TTLMS: 1<<58 + 5000}, // beyond a time.Duration
 		{ID: "1", Agent: "me", Op: OpHello, Saga: 3},             // a field hello does not use
 		{ID: "1", Agent: "me", Op: OpHalt, Value: 5},             // likewise
 		{ID: "\xff", Agent: "me", Op: OpStatus},                  // would not come back as itself

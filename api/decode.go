@@ -399,7 +399,7 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 		}
 		switch f {
 		case fTTL:
-			r.TTLMS, err = integer(rs, f, math.MaxInt64)
+			r.TTLMS, err = integer(rs, f, maxTTLMS)
 		case fLease:
 			r.Lease, err = str(rs, f, 1, MaxLeaseBytes)
 		case fEpoch:

@@ -22,6 +22,11 @@ const (
 	MaxDeadlineMS          = 60000 // deadline_ms: a command older than a minute is not a command
 )
 
+// maxTTLMS is the largest ttl_ms a time.Duration holds. Above it ttl_ms
+// milliseconds wrap around, and a TTL far beyond the supervisor's bounds
+// could come out inside them: 2^58+5000 ms made a 5 s lease.
+const maxTTLMS = math.MaxInt64 / uint64(time.Millisecond)
+
 // Op is what a request asks for.
 type Op string
 

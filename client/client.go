@@ -201,6 +201,11 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	if err := wait(ctx, c.mc.Connect()); err != nil {
 		c.mc.Disconnect(0)
 		if errors.Is(err, packets.ErrorRefusedNotAuthorised) || errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword) {
+			if opt.Username != "" && loginWithoutWill(ctx, co) {
+				return nil, fmt.Errorf("client: connect %s as %q: %w %s: the login is good, but the broker's ACL gives %s no topic of "+
+					"device %q (prefix %q): its supervisor serves another device (%v)",
+					opt.Broker, opt.Username, ErrWillRefused, topics.Will(opt.Agent), opt.Username, opt.Device, topics.Prefix, err)
+			}
 			return nil, fmt.Errorf("client: connect %s as %q: %w (%v)", opt.Broker, opt.Username, ErrLoginRefused, err)
 		}
 		return nil, fmt.Errorf("client: connect %s: %w", opt.Broker, err)
@@ -221,6 +226,25 @@ func Dial(ctx context.Context, opt Options) (*Client, error) {
 	}
 	go c.heartbeat()
 	return c, nil
+}
+
+// loginWithoutWill reports whether the broker takes the connection co
+// describes once its last will is left out, and then disconnects at once.
+// The locked embedded broker refuses a will on a topic its ACL does not
+// give the user with the same CONNACK code as a wrong password; a will on
+// another device's topic (a controller pointed at the wrong device or
+// prefix) is told apart this way. Asked only after a refusal: a wrong
+// password is refused again, and nothing else was connected.
+func loginWithoutWill(ctx context.Context, co *paho.ClientOptions) bool {
+	probe := *co
+	probe.UnsetWill().SetConnectionLostHandler(func(paho.Client, error) {})
+	mc := paho.NewClient(&probe)
+	if wait(ctx, mc.Connect()) != nil {
+		mc.Disconnect(0)
+		return false
+	}
+	mc.Disconnect(0)
+	return true
 }
 
 // wait waits for a paho token, or for ctx.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/client"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -171,15 +172,22 @@ func TestClientAbortReport(t *testing.T) {
 	}
 }
 
-// Heartbeats keep a 200ms lease alive for five TTLs.
+// leaseTTL is the TTL of a test's lease that heartbeats must keep while
+// the test does something else. At 200ms a loaded machine sometimes served
+// no heartbeat for a whole TTL, and the supervisor rightly let the lease
+// go; under qemu (make test-arm) it is stretched further.
+func leaseTTL() time.Duration { return testtool.Slow(time.Second).Round(100 * time.Millisecond) }
+
+// Heartbeats keep a lease alive for three TTLs.
 func TestClientHeartbeatsKeepLease(t *testing.T) {
 	d := startDaemon(t)
 	opt := d.opts("planner")
-	opt.TTL = 200 * time.Millisecond
+	ttl := leaseTTL()
+	opt.TTL = ttl
 	c := dial(t, opt)
 	ctx := context.Background()
-	if l, _ := c.Lease(); l.TTL != 200*time.Millisecond || l.Heartbeat != 50*time.Millisecond {
-		t.Fatalf("lease %+v", l)
+	if l, _ := c.Lease(); l.TTL != ttl || l.Heartbeat != ttl/4 {
+		t.Fatalf("lease %+v, want TTL %v, heartbeat %v", l, ttl, ttl/4)
 	}
 	saga, err := c.Begin(ctx)
 	if err != nil {
@@ -188,12 +196,12 @@ func TestClientHeartbeatsKeepLease(t *testing.T) {
 	if _, err := saga.Step(ctx, "base", 30); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(3 * ttl)
 	if err := c.Err(); err != nil {
 		t.Fatalf("lease lost while heartbeating: %v", err)
 	}
 	if _, err := saga.Step(ctx, "base", 40); err != nil {
-		t.Fatalf("step after 1s: %v", err)
+		t.Fatalf("step after 3 TTLs: %v", err)
 	}
 	if err := saga.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -269,7 +277,7 @@ func TestClientHungLeaseExpires(t *testing.T) {
 	}()
 
 	opt := d.opts("planner")
-	opt.TTL = 200 * time.Millisecond
+	opt.TTL = leaseTTL() // heartbeats keep it until StopHeartbeats
 	c := dial(t, opt)
 	ctx := context.Background()
 	saga, err := c.Begin(ctx)

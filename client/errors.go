@@ -29,12 +29,20 @@ var (
 	ErrHalted = errors.New("client: supervisor halted")
 	// ErrNotReady: the supervisor is not ready (NOT_READY).
 	ErrNotReady = errors.New("client: supervisor not ready")
-	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED).
+	// ErrUnauthorized: a reset with a wrong token (UNAUTHORIZED), or an HTTP
+	// request to a listener with a login that showed none (LOGIN_REQUIRED).
 	ErrUnauthorized = errors.New("client: unauthorized")
 	// ErrLoginRefused: the broker refused the connection's login: no or a
 	// wrong password, a user it does not know, or (the embedded broker) a
 	// client id other than the username. Dial wraps it.
 	ErrLoginRefused = errors.New("client: the broker refused the login")
+	// ErrWillRefused: the broker took the login but refused the
+	// connection's last will on the agent's will topic: its ACL (the
+	// locked embedded broker's) does not give this agent that topic,
+	// because Device or Prefix is not the one its supervisor serves. Dial
+	// tells it from ErrLoginRefused by connecting once more without the
+	// will, only after a refusal.
+	ErrWillRefused = errors.New("client: the broker refused the agent's will topic")
 	// ErrForbidden: the supervisor's configuration does not let this agent
 	// do this (FORBIDDEN): an op or actuator agents.allow does not give
 	// it, a reset over MQTT while that is off, or a reset on a supervisor
@@ -140,6 +148,8 @@ var codeClass = map[string]class{
 	// browser send, refused before anything was done.
 	"HOST_NOT_ALLOWED":   {refusal: true, sentinel: ErrForbidden},
 	"ORIGIN_NOT_ALLOWED": {refusal: true, sentinel: ErrForbidden},
+	// HTTP only: the listener needs a login and the request showed none.
+	"LOGIN_REQUIRED": {refusal: true, sentinel: ErrUnauthorized},
 }
 
 // IsRefusal reports whether err is a refusal from the supervisor that

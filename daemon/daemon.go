@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -76,6 +77,9 @@ type Daemon struct {
 	// BrokerURL is what the supervisor dialled: the external broker, or
 	// the embedded one on loopback.
 	BrokerURL string
+	// HTTPCert is the HTTP listener's certificate (http.tls); nil when it
+	// serves plain HTTP or none.
+	HTTPCert *HTTPCert
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -118,6 +122,26 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// HTTP is bound before anything moves: a port in use is an error now,
 	// not a daemon that reports ready without its endpoints.
 	if cfg.HTTP.Listen != "" && !opt.NoHTTP {
+		if h := cfg.HTTP; h.ViewerToken != "" && h.ViewerToken == h.ResetToken {
+			return nil, fmt.Errorf("%s: http.viewer_token_file: the viewer token is the operator token: a viewer could reset", cfg.Where("http.viewer_token_file"))
+		}
+		// The certificate first (generated at the first start, with
+		// http.tls.self_signed), so that no listener serves without it.
+		if d.HTTPCert, err = EnsureHTTPCert(cfg); err != nil {
+			return nil, err
+		}
+		if c := d.HTTPCert; c != nil {
+			verb := "loaded"
+			if c.Created {
+				verb = "created (self-signed)"
+			}
+			lg.Info("http tls certificate "+verb, "cert", c.CertFile, "key", c.KeyFile, "sha256", c.Fingerprint,
+				"names", strings.Join(c.Names, ","), "not_after", c.NotAfter.UTC().Format(time.RFC3339))
+			if len(c.Unnamed) > 0 {
+				lg.Warn("the self-signed http certificate does not name every host the listener answers to: a browser there warns of a name mismatch; delete both files and restart for one that does (a new fingerprint)",
+					"unnamed", strings.Join(c.Unnamed, ","), "cert", c.CertFile)
+			}
+		}
 		if d.httpLn, err = net.Listen("tcp", cfg.HTTP.Listen); err != nil {
 			return nil, fmt.Errorf("http: %w", err)
 		}
@@ -197,14 +221,31 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}
 	if d.httpLn != nil {
 		// Every request passes the Host and Origin checks first.
+		// Then the login (http.login: on by default beyond loopback).
 		guarded, err := d.Sup.GuardHTTP(d.Sup.HTTPHandler(), supervisor.HTTPGuard{
-			Listen: cfg.HTTP.Listen, Bound: d.httpLn.Addr().String(), AllowedHosts: cfg.HTTP.AllowedHosts})
+			Listen: cfg.HTTP.Listen, Bound: d.httpLn.Addr().String(), AllowedHosts: cfg.HTTP.AllowedHosts,
+			Login: &supervisor.HTTPLogin{Required: cfg.HTTP.Login, ViewerToken: cfg.HTTP.ViewerToken.Reveal(),
+				SessionTTL: cfg.HTTP.SessionTTL, Secure: d.HTTPCert != nil, HSTS: cfg.HTTP.TLS.HSTS}})
 		if err != nil {
 			return nil, err
 		}
 		d.httpSrv = supervisor.NewHTTPServer(cfg.HTTP.Listen, guarded)
+		serve := func() error { return d.httpSrv.Serve(d.httpLn) }
+		if c := d.HTTPCert; c != nil {
+			// crypto/tls's defaults, TLS 1.2 at least; HTTP/1.1 only, the
+			// same server as on plain HTTP (timeouts, streams). Plain HTTP
+			// sent to this port gets net/http's 400 and nothing else.
+			d.httpSrv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{c.Pair}}
+			var protos http.Protocols
+			protos.SetHTTP1(true)
+			d.httpSrv.Protocols = &protos
+			// Failed handshakes (scanners, plain HTTP) at debug level: a
+			// flood of them must not flood the journal.
+			d.httpSrv.ErrorLog = slog.NewLogLogger(lg.With("component", "http").Handler(), slog.LevelDebug)
+			serve = func() error { return d.httpSrv.ServeTLS(d.httpLn, "", "") }
+		}
 		go func() {
-			if err := d.httpSrv.Serve(d.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 				d.httpErr <- err
 			}
 		}()
@@ -218,6 +259,17 @@ func (d *Daemon) HTTPAddr() string {
 		return ""
 	}
 	return d.httpLn.Addr().String()
+}
+
+// HTTPURL is the listener's base URL, https:// with TLS ("" when off).
+func (d *Daemon) HTTPURL() string {
+	if d.httpLn == nil {
+		return ""
+	}
+	if d.HTTPCert != nil {
+		return "https://" + d.httpLn.Addr().String()
+	}
+	return "http://" + d.httpLn.Addr().String()
 }
 
 // Err delivers the HTTP server's failure, if it fails while running.

@@ -3,7 +3,7 @@
 // only through its public interfaces — MQTT API v1, HTTP, the serial link —
 // and observe the outputs through an independent read-back channel.
 //
-// The same scenarios run in two modes:
+// The same scenarios run in three modes:
 //
 //   - sim (the default, `make hil`): every scenario builds its own rig in a
 //     temporary directory — a socat pty pair as the cable, the hidden
@@ -22,6 +22,14 @@
 //     same control endpoints for injections. A scenario whose injection the
 //     rig file does not list is skipped with a message naming the missing
 //     capability.
+//   - avr (`make hil-avr`, HIL_RIG=avr): the scenarios, and the AVR rig's
+//     own (TestAVR*), on the saga firmware's ELF in simavr (saga-avr-rig,
+//     firmware/rig), each on a rig of its own. The read-back is the rig's
+//     measurement of the pins, served as /state by an adapter with the sim
+//     board's control endpoints; after each scenario the journal, the
+//     status and the pins must agree, and every move of the pins must be
+//     explained (docs/HIL.md, "The emulated AVR rig"). Without the ELF the
+//     scenarios skip, or fail when CI is set.
 //
 // The scenarios also compare, whenever the supervisor is ready, what it says
 // it commanded with what the read-back shows: a difference is a failure.

@@ -15,6 +15,10 @@ import (
 var (
 	rigFlag = flag.String("hil.config", "", "rig file of a real rig (docs/HIL.md); empty: run on sim drivers")
 	binFlag = flag.String("hil.binary", "", "a prebuilt saga-supervisor to test instead of building one (e.g. `make cross` output on a rig)")
+	// The AVR profile: the firmware's ELF on saga-avr-rig instead of the
+	// sim board (docs/HIL.md, "The emulated AVR rig").
+	boardFlag  = flag.String("hil.rig", "", "without -hil.config, the board: sim (default) or avr (HIL_RIG=avr too)")
+	avrELFFlag = flag.String("hil.avr-elf", "", "the firmware ELF the avr board runs (default: HIL_AVR_ELF, else "+defaultAVRELF+" under the repository)")
 )
 
 // binary is the saga-supervisor under test, built once by TestMain.
@@ -41,6 +45,22 @@ func TestMain(m *testing.M) {
 		}
 		rigFile = r
 	}
+	board := *boardFlag
+	if board == "" {
+		board = os.Getenv("HIL_RIG")
+	}
+	switch board {
+	case "", "sim":
+	case "avr":
+		if rigFile != nil {
+			fmt.Fprintln(os.Stderr, "hil: -hil.rig=avr and -hil.config are two rigs: give one")
+			os.Exit(2)
+		}
+		avrMode = true
+	default:
+		fmt.Fprintf(os.Stderr, "hil: -hil.rig (HIL_RIG) %q: want sim or avr\n", board)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "hil-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,6 +70,9 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		if *binFlag != "" {
 			binary = *binFlag
+			if avrMode {
+				avrSetup(dir)
+			}
 			return m.Run()
 		}
 		binary = filepath.Join(dir, "saga-supervisor")
@@ -68,6 +91,9 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		fmt.Fprintf(os.Stderr, "hil: built %s in %v\n", binary, time.Since(t0).Round(time.Millisecond))
+		if avrMode {
+			avrSetup(dir)
+		}
 		return m.Run()
 	}()
 	os.Exit(code)

@@ -57,6 +57,8 @@ type PlannedActuator struct {
 	// MaxStep and MaxRate are the actuator's max_step and max_rate (0:
 	// none): the scenarios walk in steps no larger, paced no faster.
 	MaxStep, MaxRate float64
+	// Tolerance is how close its read-back must be (actuator units).
+	Tolerance float64
 }
 
 // PlannedSupply is the supply under test.
@@ -134,7 +136,11 @@ func NewPlan(r *RigFile, cfg *config.Config) (*Plan, error) {
 			continue
 		}
 		spec := r.Actuators[n]
-		pa := PlannedActuator{Name: n, Driver: a.Driver, Clamp: a.Policy == limits.Clamp, Min: a.Min, Max: a.Max, Initial: a.Initial, Safe: a.Safe, MaxStep: a.MaxStep, MaxRate: a.MaxRate}
+		pa := PlannedActuator{Name: n, Driver: a.Driver, Clamp: a.Policy == limits.Clamp, Min: a.Min, Max: a.Max, Initial: a.Initial, Safe: a.Safe,
+			MaxStep: a.MaxStep, MaxRate: a.MaxRate, Tolerance: r.ReadBack.Tolerance}
+		if spec.Tolerance != nil {
+			pa.Tolerance = *spec.Tolerance
+		}
 		switch {
 		case spec.Output != nil:
 			pa.Output = *spec.Output

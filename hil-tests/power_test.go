@@ -261,7 +261,7 @@ func TestEStopPressAndReset(t *testing.T) {
 	prior := *rep.Report.Steps[len(rep.Report.Steps)-1].Prior
 	want[a.Name] = at(prior)
 	r.waitOutputs("the unwind drives "+a.Name+" to the prior its report names", want)
-	if math.Abs(prior-before.Value) > r.file.ReadBack.Tolerance {
+	if math.Abs(prior-before.Value) > a.Tolerance {
 		r.t.Errorf("after the e-stop reset an unwind drove %s to %g, its recorded prior, but the saga found it at %g", a.Name, prior, before.Value)
 	}
 }

@@ -142,6 +142,10 @@ type ActuatorSpec struct {
 	// from the safe value.
 	Setup *float64 `yaml:"setup"`
 	Move  *float64 `yaml:"move"`
+	// Tolerance overrides readback.tolerance for this actuator: a servo
+	// measured to a tenth of a degree and a duty cycle to a thousandth
+	// need different ones.
+	Tolerance *float64 `yaml:"tolerance"`
 }
 
 // LoadRig reads and checks the rig file at path.
@@ -277,6 +281,9 @@ func (r *RigFile) check() error {
 			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
 				bad("actuators.%s.%s: not finite", name, key)
 			}
+		}
+		if t := a.Tolerance; t != nil && (*t < 0 || math.IsNaN(*t) || math.IsInf(*t, 0)) {
+			bad("actuators.%s.tolerance: %v: want a finite value >= 0", name, *t)
 		}
 		if a.Setup != nil && a.Move != nil && *a.Setup == *a.Move {
 			bad("actuators.%s: setup and move are both %v: a saga must move it", name, *a.Setup)

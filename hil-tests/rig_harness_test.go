@@ -54,8 +54,14 @@ type rig struct {
 	starts  int
 	mosq    *mosquitto // sim, with rigOptions.mosquitto
 	board   *proc      // sim: the sim-mcu process
-	http    *http.Client
-	agents  atomic.Int64
+	avr     *avrBench  // the AVR profile: the firmware on saga-avr-rig
+	// avrAudited: the scenario audited itself (it made an unexplained
+	// move on purpose): the cleanup's audit is not run.
+	avrAudited bool
+	// journalDir is the supervisor's journal (sim and AVR rigs).
+	journalDir string
+	http       *http.Client
+	agents     atomic.Int64
 }
 
 // newRig builds the scenario's rig and starts the supervisor on it, ready.
@@ -64,9 +70,13 @@ type rig struct {
 func newRig(t *testing.T, opt rigOptions) *rig {
 	t.Helper()
 	var r *rig
-	if rigFile != nil {
+	switch {
+	case rigFile != nil:
 		r = newRealRig(t)
-	} else {
+	case avrMode:
+		t.Parallel()
+		r = newAVRRig(t, opt)
+	default:
 		t.Parallel()
 		r = newSimRig(t, opt)
 	}
@@ -103,43 +113,7 @@ func newSimRig(t *testing.T, opt rigOptions) *rig {
 		return e1 == nil && e2 == nil
 	})
 
-	vars := map[string]string{"DIR": dir, "TTY": host, "ACTION": "unwind",
-		"JOURNAL": filepath.Join(dir, "journal"), "SEGMENT": "16MiB",
-		"HTTP": fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	for k, v := range map[string]string{"ACTION": opt.action, "JOURNAL": opt.journal, "SEGMENT": opt.segment} {
-		if v != "" {
-			vars[k] = v
-		}
-	}
-	if opt.mosquitto {
-		r.mosq = startMosquitto(t, dir)
-		vars["BROKER"], vars["LISTEN"] = r.mosq.URL(), ""
-	} else {
-		vars["BROKER"], vars["LISTEN"] = "embedded", fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	}
-	tmpl, err := os.ReadFile("configs/sim.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := os.Expand(string(tmpl), func(k string) string {
-		v, ok := vars[k]
-		if !ok {
-			t.Fatalf("configs/sim.yaml: unknown placeholder ${%s}", k)
-		}
-		return v
-	})
-	r.cfgPath = filepath.Join(dir, "sim.yaml")
-	if err := os.WriteFile(r.cfgPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "operator-token"), []byte(simToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(r.cfgPath)
-	if err != nil {
-		t.Fatalf("configs/sim.yaml: %v", err)
-	}
-
+	cfg := r.writeConfig("configs/sim.yaml", host, opt)
 	// The board, with the safe values the config gives its channels.
 	channels, supplies := simBoardArgs(cfg)
 	mcu := startProc(t, "sim-mcu", dir, nil, nil, binary, "sim-mcu", "--port", board,
@@ -153,11 +127,58 @@ func newSimRig(t *testing.T, opt rigOptions) *rig {
 	if err := r.file.check(); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if r.plan, err = NewPlan(r.file, cfg); err != nil {
 		t.Fatal(err)
 	}
 	r.rb = NewReadBack(r.file)
 	return r
+}
+
+// writeConfig writes the scenario's supervisor config from the template
+// tmpl (its placeholders: configs/sim.yaml's comment) for the board on the
+// pty host, and the operator token, into the rig's directory, starts the
+// rig's own mosquitto if opt asks for one, and loads the config.
+func (r *rig) writeConfig(tmpl, host string, opt rigOptions) *config.Config {
+	t, dir := r.t, r.workDir
+	vars := map[string]string{"DIR": dir, "TTY": host, "ACTION": "unwind",
+		"JOURNAL": filepath.Join(dir, "journal"), "SEGMENT": "16MiB",
+		"HTTP": fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	for k, v := range map[string]string{"ACTION": opt.action, "JOURNAL": opt.journal, "SEGMENT": opt.segment} {
+		if v != "" {
+			vars[k] = v
+		}
+	}
+	r.journalDir = vars["JOURNAL"]
+	if opt.mosquitto {
+		r.mosq = startMosquitto(t, dir)
+		vars["BROKER"], vars["LISTEN"] = r.mosq.URL(), ""
+	} else {
+		vars["BROKER"], vars["LISTEN"] = "embedded", fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	}
+	text, err := os.ReadFile(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expanded := os.Expand(string(text), func(k string) string {
+		v, ok := vars[k]
+		if !ok {
+			t.Fatalf("%s: unknown placeholder ${%s}", tmpl, k)
+		}
+		return v
+	})
+	r.cfgPath = filepath.Join(dir, filepath.Base(tmpl))
+	if err := os.WriteFile(r.cfgPath, []byte(expanded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "operator-token"), []byte(simToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(r.cfgPath)
+	if err != nil {
+		t.Fatalf("%s: %v", tmpl, err)
+	}
+	return cfg
 }
 
 // simBoardArgs are sim-mcu's --channels and --supplies for cfg's board:
@@ -255,7 +276,14 @@ func (r *rig) startSupervisor() {
 	r.sup = startProc(r.t, fmt.Sprintf("saga-supervisor (start %d)", r.starts), r.workDir, nil, nil,
 		binary, "run", "--config", r.cfgPath)
 	sup := r.sup
-	r.t.Cleanup(func() { sup.kill(syscall.SIGTERM) }) // runs before startProc's SIGKILL
+	r.t.Cleanup(func() {
+		// On the AVR rig, the last supervisor's cleanup (the first to
+		// run) audits the scenario while it still runs.
+		if r.avr != nil && sup == r.sup {
+			r.avrAudit()
+		}
+		sup.kill(syscall.SIGTERM) // runs before startProc's SIGKILL
+	})
 }
 
 // get fetches a path of the supervisor's HTTP interface.
@@ -451,7 +479,7 @@ func (r *rig) mismatch(st State, want map[string]expect) string {
 			bad = append(bad, fmt.Sprintf("%s: %g, want detached", a.Name, o.Value))
 		case !e.detached && o.Detached:
 			bad = append(bad, fmt.Sprintf("%s: detached, want %g", a.Name, e.value))
-		case !e.detached && math.Abs(o.Value-e.value) > r.file.ReadBack.Tolerance:
+		case !e.detached && math.Abs(o.Value-e.value) > a.Tolerance:
 			bad = append(bad, fmt.Sprintf("%s: %g, want %g", a.Name, o.Value, e.value))
 		}
 	}
@@ -573,7 +601,7 @@ func (r *rig) checkBelief(what string) {
 		if !ok || a.Output >= len(rb.Outputs) {
 			r.t.Fatalf("%s: %s missing from the status or the read-back", what, a.Name)
 		}
-		if o := rb.Outputs[a.Output]; math.Abs(o.Value-c) > r.file.ReadBack.Tolerance {
+		if o := rb.Outputs[a.Output]; math.Abs(o.Value-c) > a.Tolerance {
 			bad = append(bad, fmt.Sprintf("%s commanded %g, reads back %g", a.Name, c, o.Value))
 		}
 	}

@@ -69,10 +69,18 @@ func TestPlanExampleRig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.NewReplacer(
-		"/etc/saga-supervisor/mqtt-password", secret("mqtt", "sup-pw"),
-		"/etc/saga-supervisor/reset-token", secret("token", "op-token-0123456789abcdef-0123456789"),
-	).Replace(string(b))
+	// The example keeps its secrets under state_dir: the supervisor's MQTT
+	// password where mosquitto-config writes it, the operator token where
+	// the first start generates it.
+	for name, v := range map[string]string{"mqtt/credentials/saga-supervisor": "sup-pw", "saga-data/operator-token": "op-token-0123456789abcdef-0123456789"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700)
+		secret(name, v)
+	}
+	const state = "\nstate_dir: /var/lib/saga-supervisor\n"
+	if !strings.Contains(string(b), state) {
+		t.Fatal("the example no longer has its state_dir")
+	}
+	text := strings.Replace(string(b), state, "\nstate_dir: "+dir+"\n", 1)
 	cfg, err := config.Parse([]byte(text), "raspberry-pi.yaml")
 	if err != nil {
 		t.Fatal(err)

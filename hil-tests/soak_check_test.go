@@ -295,7 +295,7 @@ func (s *soak) look() (soakLook, string) {
 		w := l.world.Outputs[a.Output]
 		j := l.journal.commanded[a.Name]
 		r, rok := l.retained[a.Name]
-		if math.Abs(w.Value-c) > s.r.file.ReadBack.Tolerance || j != c || !rok || r != c {
+		if math.Abs(w.Value-c) > a.Tolerance || j != c || !rok || r != c {
 			diffs = append(diffs, fmt.Sprintf("%s: world %g (detached %v), belief %g, journal %g, retained %v",
 				a.Name, w.Value, w.Detached, c, j, map[bool]any{true: r, false: "none"}[rok]))
 		}

@@ -155,7 +155,7 @@ func (d *journalDisk) fill() error {
 	}
 	// Most of it at once, then what is left a block at a time: a file
 	// system keeps some blocks for its own metadata.
-	if free := int64(st.Bfree) * st.Bsize; free > 1<<20 {
+	if free := int64(st.Bfree) * int64(st.Bsize); free > 1<<20 { // Bsize is an int32 on 32-bit ARM
 		if err := syscall.Fallocate(int(f.Fd()), 0, 0, free-1<<20); err != nil && !errors.Is(err, syscall.ENOSPC) {
 			return fmt.Errorf("fallocate: %w", err)
 		}

@@ -235,7 +235,10 @@ type Engine struct {
 	fatal    error
 	buf      []byte // record encoding buffer, guarded by mu
 	inflight sync.WaitGroup
-	haltMu   sync.Mutex // serialises halts
+	// effectDoneHook, if set (tests only), runs just after an effect
+	// stops counting as in flight (see effectDone).
+	effectDoneHook func()
+	haltMu         sync.Mutex // serialises halts
 	// bg counts the goroutines the engine started (the halt goroutine,
 	// see Latch); Close waits for them. Add is made under lane.mu and
 	// only while the lane is open, so it never races Close's Wait.
@@ -488,7 +491,6 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	}
 
 	effErr := e.effect(st.a, v.Value)
-	e.inflight.Done()
 
 	e.mu.Lock()
 	outcome := Applied
@@ -511,6 +513,8 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		st.at = now
 	}
 	e.enqueue(&out)
+	// Done only now that the outcome is recorded: see effectDone.
+	e.effectDone()
 	s.busy = false
 	if outcome == Applied {
 		if e.stopped() {
@@ -614,6 +618,22 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 		}
 	}
 	return s, st, v, nil
+}
+
+// effectDone ends the count of an effect in flight: from then on a halt
+// waiting for effects in flight may go on to its safe policies. Callers
+// hold mu and have recorded the effect's outcome — the commanded value set,
+// the outcome enqueued — so the halt's SAFE records follow the outcome in
+// the journal and its safe values overwrite the effect's target, never the
+// other way round. (Counted out before, an effect returning just as a halt
+// was applied could record its target after the safe value: the engine,
+// and for a compensation the journal too, would believe the actuator at a
+// target it had left for its safe value.)
+func (e *Engine) effectDone() {
+	e.inflight.Done()
+	if e.effectDoneHook != nil {
+		e.effectDoneHook()
+	}
 }
 
 // effect drives one actuator with the driver timeout.

@@ -510,3 +510,26 @@ func TestRebuildKnowsHaltSafeValues(t *testing.T) {
 		t.Error("halt latch not rebuilt")
 	}
 }
+
+// TestRebuildKeepsTheHaltReasonShown: a process started on a halted journal
+// shows the reason the halted process showed — the first halt since the
+// reset, or the fuller account of it from the same source (HTTP halts
+// before reading the body's reason, then again with it) — not the first
+// record's bare source.
+func TestRebuildKeepsTheHaltReasonShown(t *testing.T) {
+	r := newRig(t, nil)
+	for _, why := range []string{"http 127.0.0.1", "http 127.0.0.1: person in the cell", "supply battery: SUPPLY_LOW"} {
+		if _, err := r.e.Halt(why); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, live := r.e.Halted()
+	if live != "http 127.0.0.1: person in the cell" {
+		t.Fatalf("the live reason is %q", live)
+	}
+	next := newRig(t, nil)
+	r.j.rebuildInto(t, next.e, len(r.j.all()))
+	if h, why := next.e.Halted(); !h || why != live {
+		t.Errorf("after replay: halted %v, reason %q; want the reason shown before, %q", h, why, live)
+	}
+}

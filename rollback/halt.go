@@ -250,7 +250,9 @@ func (e *Engine) haltPass(reasons []string, more uint64) ([]*Report, error) {
 	}
 	// No effect starts once the latch is set (a step checks it after its
 	// intent is durable, just before the effect), so this wait is bounded
-	// by the driver timeouts.
+	// by the driver timeouts. An effect counts until its outcome is
+	// recorded (see effectDone): the SAFE records and safe values below
+	// come after it.
 	e.inflight.Wait()
 	if again {
 		return reps, nil

@@ -290,3 +290,109 @@ func TestCompensationFailureHaltReportsReachOnHalt(t *testing.T) {
 		t.Fatalf("OnHalt got %d reports (%+v), want the other saga's, partial", len(got), got)
 	}
 }
+
+// firstRecord is the index of the first record that matches, or -1.
+func firstRecord(recs []Record, match func(Record) bool) int {
+	for i, rec := range recs {
+		if match(rec) {
+			return i
+		}
+	}
+	return -1
+}
+
+// haltOverAnEffectInFlight holds the shoulder's Set of value held until a
+// halt has latched, then lets it return. Where the effect stops counting
+// as in flight, the halt is let run to its end first whenever it may: if
+// the effect's outcome (matched by outcome) is not journaled by then, the
+// hook waits for the halt to be applied — the interleaving a loaded
+// machine makes by descheduling the effect's goroutine there. start runs
+// the step or unwind that sets held. It returns once both are done, and
+// checks that the shoulder ends at its safe value 0 in the engine, the
+// world and a rebuild of the journal, with the outcome journaled before
+// the shoulder's SAFE record.
+func haltOverAnEffectInFlight(t *testing.T, r *rig, held float64, outcome func(Record) bool, start func()) {
+	t.Helper()
+	r.reg.Get("shoulder").Timeout = time.Minute // held as long as the test needs
+	entered, release, halted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	r.drivers["shoulder"].fail = func(v float64, _ int) error {
+		if v == held {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	r.e.effectDoneHook = func() {
+		if firstRecord(r.j.all(), outcome) < 0 {
+			<-halted
+		}
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start()
+	}()
+	<-entered
+	r.e.Latch("operator pressed stop")
+	go func() {
+		r.e.WaitHalts()
+		close(halted)
+	}()
+	close(release)
+	<-finished
+	<-halted
+
+	recs := r.j.all()
+	out := firstRecord(recs, outcome)
+	safe := firstRecord(recs, func(rec Record) bool { return rec.Type == RecSafe && rec.Actuator == "shoulder" })
+	if out < 0 || safe < 0 || out > safe {
+		t.Errorf("the outcome of the effect in flight at seq %d, the shoulder's SAFE at seq %d: want the outcome first", out+1, safe+1)
+	}
+	v, _ := r.e.Commanded("shoulder")
+	next := newRig(t, nil)
+	r.j.Sync()
+	r.j.rebuildInto(t, next.e, len(recs))
+	rebuilt, _ := next.e.Commanded("shoulder")
+	if world := r.w.snapshot()["shoulder"]; v != 0 || world != 0 || rebuilt != 0 {
+		t.Fatalf("after the halt the shoulder is commanded %v, in the world at %v, rebuilt at %v; want its safe value 0 in all three", v, world, rebuilt)
+	}
+}
+
+// A step whose effect is in flight at a halt and returns after it: its
+// outcome and commanded value are recorded before the halt applies the
+// safe policies, so the safe value has the last word — in the engine, the
+// world and the journal alike (the engine used to believe the step's
+// target, journaled APPLIED after the SAFE records, while the servo sat
+// at its safe value).
+func TestHaltAppliesSafePoliciesAfterAStepInFlight(t *testing.T) {
+	r := newRig(t, nil)
+	saga := r.begin(t)
+	var err error
+	haltOverAnEffectInFlight(t, r, 70, func(rec Record) bool {
+		return (rec.Type == RecApplied || rec.Type == RecFailed) && rec.Saga == saga && rec.Step == 1
+	}, func() {
+		_, err = r.e.Step(saga, r.owner, Command{ID: "1", Actuator: "shoulder", Value: 70})
+	})
+	if CodeOf(err) != CodeHalted {
+		t.Fatalf("the step in flight at the halt: %v, want HALTED", err)
+	}
+}
+
+// The same for a compensation in flight at a halt: its outcome is
+// journaled before the SAFE records, so neither the engine nor the
+// rebuild takes the compensation's target for where the actuator is.
+func TestHaltAppliesSafePoliciesAfterACompensationInFlight(t *testing.T) {
+	r := newRig(t, nil)
+	saga := r.begin(t)
+	r.step(t, saga, "1", "shoulder", 70)
+	var rep *Report
+	var err error
+	haltOverAnEffectInFlight(t, r, 10, func(rec Record) bool {
+		return rec.Type == RecCompDone && rec.Saga == saga && rec.Step == 1
+	}, func() {
+		rep, err = r.e.Abort(saga, r.owner, "the agent gave up")
+	})
+	if err != nil || rep == nil {
+		t.Fatalf("abort: %v %v", rep, err)
+	}
+}

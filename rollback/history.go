@@ -95,7 +95,8 @@ func (h *History) Add(r Record) {
 		h.Sagas = append(h.Sagas, s)
 	}
 	step := func() *StepHistory {
-		if r.Step >= 1 && int(r.Step) <= len(s.Steps) {
+		// uint64, not int: on a 32-bit ARM int(r.Step) is negative from 2^31.
+		if r.Step >= 1 && uint64(r.Step) <= uint64(len(s.Steps)) {
 			return s.Steps[r.Step-1]
 		}
 		return &StepHistory{} // a record naming no known step: ignored

@@ -2,6 +2,7 @@ package rollback
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
@@ -219,7 +220,10 @@ func (e *Engine) applyLocked(r *Record) error {
 		e.lane.mu.Lock()
 		gen := e.latchGen.Add(1)
 		e.lane.done = gen // a rebuilt halt is applied by Recover, not by the halt goroutine
-		if e.lane.why == "" {
+		// The reason shown is latch's: the first halt since the reset, or
+		// a fuller account of it from the same source (HTTP journals its
+		// halt before it reads the body's reason, then again with it).
+		if e.lane.why == "" || strings.HasPrefix(r.Message, e.lane.why+": ") {
 			e.lane.why = r.Message
 		}
 		e.lane.mu.Unlock()
@@ -288,7 +292,9 @@ func (e *Engine) rebuildStep(r *Record) (*step, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Step < 1 || int(r.Step) > len(s.steps) {
+	// Compared as uint64: int(r.Step) is negative on a 32-bit ARM for a
+	// step of 2^31 or more, which would pass a check made in int.
+	if r.Step < 1 || uint64(r.Step) > uint64(len(s.steps)) {
 		return nil, fmt.Errorf("saga %d has no step %d", s.id, r.Step)
 	}
 	return s.steps[r.Step-1], nil

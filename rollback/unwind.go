@@ -148,12 +148,12 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		e.inflight.Add(1)
 		e.mu.Unlock()
 		err := e.effect(g.act.a, g.target)
-		e.inflight.Done()
 		e.mu.Lock()
 		e.setCommanded(g.act, g.target) // applied or in doubt: the best knowledge
 		if err == nil {
 			g.act.at = e.cfg.Now()
 			e.settle(s, g, Compensated, "")
+			e.effectDone() // the outcome recorded: see effectDone
 			return
 		}
 		lastErr = err
@@ -164,6 +164,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		if e.fatal == nil {
 			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: lead.n, Actuator: g.name, Attempt: attempt, Message: err.Error()})
 		}
+		e.effectDone()
 		if lead.failures < maxAttempts {
 			e.mu.Unlock()
 			time.Sleep(backoff)

@@ -81,6 +81,12 @@ var ruleCases = []struct {
 	{"a step after the saga's ABORT", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1), rAbort(1, "x"), rIntent(1, 2, "base")}, 5, "after its ABORT"},
 	// APPLIED, FAILED.
 	{"an outcome of a step never begun", []Record{rBegin(1), rApplied(1, 1)}, 2, "no step 1"},
+	// A step number of 2^31 or more is a negative int on a 32-bit ARM: it
+	// must be refused there too, not index the steps (make test-arm).
+	{"an outcome of step 2^31", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1<<31)}, 3, "no step 2147483648"},
+	{"an outcome of step 2^32-1", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1<<32-1)}, 3, "no step 4294967295"},
+	{"a compensation of step 2^32-1", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1), rAbort(1, "x"),
+		rCompDone(1, 1<<32-1, "base", Compensated)}, 5, "no step 4294967295"},
 	{"a second APPLIED", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1), rApplied(1, 1)}, 4, "already has an outcome"},
 	{"FAILED after APPLIED", []Record{rBegin(1), rIntent(1, 1, "base"), rApplied(1, 1), rFailed(1, 1, false)}, 4, "already has an outcome"},
 	{"APPLIED after FAILED in doubt", []Record{rBegin(1), rIntent(1, 1, "base"), rFailed(1, 1, true), rApplied(1, 1)}, 4, "already has an outcome"},

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/api"
@@ -85,20 +86,21 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		inputs = append(inputs, in)
 	}
 	b.Options = Options{
-		Actuators:   reg,
-		Supplies:    supplies,
-		JournalDir:  cfg.Journal.Dir,
-		WAL:         cfg.Journal.WALOptions(),
-		Checkpoint:  cfg.Journal.CheckpointOptions(),
-		Engine:      cfg.RollbackConfig(),
-		Leases:      lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
-		Ingress:     cfg.Agents.IngressOptions(),
-		ResetToken:  cfg.HTTP.ResetToken.Reveal(),
-		RemoteReset: cfg.MQTT.AllowReset,
-		Permissions: permissionsOf(cfg.Agents.Allow),
-		Logger:      lg,
-		Inputs:      inputs,
-		HaltLine:    line,
+		Actuators:      reg,
+		Supplies:       supplies,
+		JournalDir:     cfg.Journal.Dir,
+		WAL:            cfg.Journal.WALOptions(),
+		Checkpoint:     cfg.Journal.CheckpointOptions(),
+		Engine:         cfg.RollbackConfig(),
+		Leases:         lease.Options{DefaultTTL: cfg.Leases.DefaultTTL, MinTTL: cfg.Leases.MinTTL, MaxTTL: cfg.Leases.MaxTTL},
+		Ingress:        cfg.Agents.IngressOptions(),
+		ResetToken:     cfg.HTTP.ResetToken.Reveal(),
+		ResetTokenFile: tokenFile(cfg.HTTP),
+		RemoteReset:    cfg.MQTT.AllowReset,
+		Permissions:    permissionsOf(cfg.Agents.Allow),
+		Logger:         lg,
+		Inputs:         inputs,
+		HaltLine:       line,
 	}
 	if len(cfg.Approvals.Keys) > 0 || len(cfg.ApprovalRequired()) > 0 {
 		a := &Approvals{Device: cfg.Device, Required: map[string]bool{}}
@@ -135,4 +137,18 @@ func permissionsOf(allow map[string]config.Permission) map[string]Permission {
 		out[name] = Permission{Actuators: p.Actuators, Ops: ops}
 	}
 	return out
+}
+
+// tokenFile is where the operator token in effect is kept, as an absolute
+// path (a relative one means nothing to a browser), or "" when the token
+// in effect is not from a file.
+func tokenFile(h config.HTTP) string {
+	p := h.OperatorTokenFile()
+	if p == "" || h.ResetToken == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

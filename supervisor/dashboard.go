@@ -52,6 +52,8 @@ var webAssets = map[string]string{
 	"index.html":    "text/html; charset=utf-8",
 	"dashboard.js":  "text/javascript; charset=utf-8",
 	"dashboard.css": "text/css; charset=utf-8",
+	"login.html":    "text/html; charset=utf-8",
+	"login.js":      "text/javascript; charset=utf-8",
 }
 
 // dashboardCSP lets the page load only its own files and talk only to its
@@ -76,6 +78,9 @@ type Dashboard struct {
 	Refused   []TailRecord      `json:"refused"`
 	Refusals  map[string]uint64 `json:"refusal_counts"`
 	TailError string            `json:"journal_tail_error,omitempty"`
+	// ResetTokenFile is where the operator token is kept (the path, never
+	// the token), for the reset box; omitted when it is not in a file.
+	ResetTokenFile string `json:"reset_token_file,omitempty"`
 }
 
 // DashActuator is an actuator's configuration and reading for the page.
@@ -233,7 +238,7 @@ func (h *dashHub) build() Dashboard {
 			st.Reasons = append([]string{r}, st.Reasons...)
 		}
 	}
-	d := Dashboard{At: now, StatusAt: at, Status: st, Sagas: []DashSaga{}, Refusals: h.refusalCounts()}
+	d := Dashboard{At: now, StatusAt: at, Status: st, Sagas: []DashSaga{}, Refusals: h.refusalCounts(), ResetTokenFile: s.opt.ResetTokenFile}
 	d.Journal, d.Refused, d.TailError = h.tail.snapshot()
 	byName := map[string]ActuatorStatus{}
 	for _, a := range st.Actuators {
@@ -295,7 +300,11 @@ func (h *dashHub) refusalCounts() map[string]uint64 {
 
 // page serves the embedded page and its files, with a strict CSP and no
 // framing.
-func (a *httpAPI) page(name string) http.HandlerFunc {
+func (a *httpAPI) page(name string) http.HandlerFunc { return servePage(name) }
+
+// servePage serves one embedded file of web/ (the dashboard's, the login
+// page's), with a strict CSP and no framing.
+func servePage(name string) http.HandlerFunc {
 	b, err := fs.ReadFile(webFS, "web/"+name)
 	if err != nil {
 		panic("supervisor: the dashboard's " + name + " is not embedded: " + err.Error())
@@ -356,7 +365,16 @@ func (a *httpAPI) events(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(heartbeatEvery)
 	defer heartbeat.Stop()
 	var sent uint64
+	// A stream opened with a session ends with it (logout, expiry): it is
+	// checked at every wake, at least once a second.
+	var sess *session
+	if p := principalOf(r); p != nil {
+		sess = p.sess
+	}
 	for {
+		if sess != nil && !sess.live(time.Now()) {
+			return
+		}
 		b, seq, changed := hub.current()
 		if seq != sent && b != nil {
 			if !send([]byte("event: status\ndata: "), b, []byte("\n\n")) {

@@ -169,13 +169,15 @@ func (h *httpAPI) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz answers from the cached readiness (refreshed every PollEvery and
 // after each halt and reset), so a probe never waits on a driver.
-func (h *httpAPI) readyz(w http.ResponseWriter, _ *http.Request) {
+func (h *httpAPI) readyz(w http.ResponseWriter, r *http.Request) {
 	ready, reasons := h.s.readiness()
 	if ready {
 		writeText(w, http.StatusOK, "ready\n")
 		return
 	}
-	if len(reasons) == 0 {
+	if p := principalOf(r); len(reasons) == 0 || p != nil && p.role == "" {
+		// Before a login (http.login), the probe's answer only: the
+		// reasons name actuators, supplies and a halt's reason.
 		reasons = []string{"not ready"} // fail closed even if no reason was given
 	}
 	writeText(w, http.StatusServiceUnavailable, strings.Join(reasons, "\n")+"\n")
@@ -221,6 +223,9 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 	// Latched before the body is read: a halt never waits on the network.
 	// A reason in the body follows as a second HALT record.
 	src := "http " + clientHost(r)
+	if p := principalOf(r); p != nil && p.role != "" {
+		src += " " + string(p.role) // who, on a listener with a login
+	}
 	h.s.Halt(src, "")
 	var body struct {
 		Reason string `json:"reason"`
@@ -252,11 +257,16 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		h.refuseReset(w, http.StatusUnsupportedMediaType, err)
 		return
 	}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !isLoopback(la) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && !isLoopback(la) && r.TLS == nil {
 		// Plain HTTP on an address other machines reach: the token would
 		// cross the network in clear, for anyone on the path to read.
+		// Over TLS it does not.
 		h.refuseReset(w, http.StatusForbidden, &api.Error{Code: api.CodeForbidden,
 			Message: "reset refused: over plain HTTP the token is taken only on a loopback address (this machine: saga-supervisor ctl reset)"})
+		return
+	}
+	if p := principalOf(r); p != nil {
+		h.resetLoggedIn(w, r, p)
 		return
 	}
 	host := clientHost(r)
@@ -314,6 +324,52 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refuseReset(w, status, err)
 	}
+}
+
+// resetLoggedIn is a reset on a listener with a login, which has already
+// checked the token (a bearer) or the session and found the role: the
+// operator resets, the viewer is refused FORBIDDEN. The failed attempts'
+// limit was applied to the token by the login; a session is no guess.
+func (h *httpAPI) resetLoggedIn(w http.ResponseWriter, r *http.Request, p *principal) {
+	if p.role != RoleOperator {
+		h.s.metrics.authRefused.WithLabelValues(authViewerReset).Inc()
+		h.refuseReset(w, http.StatusForbidden, &api.Error{Code: api.CodeForbidden, Message: fmt.Sprintf(
+			"reset refused: the %s role may read and halt, never reset: log in with the operator token (nothing was done)", p.role)})
+		return
+	}
+	if r.URL.RawQuery != "" {
+		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest,
+			Message: "reset takes no query parameters: send the token as Authorization: Bearer <token>"})
+		return
+	}
+	var body struct {
+		Operator string `json:"operator"`
+	}
+	if status, err := readBody(w, r, &body); err != nil {
+		h.refuseReset(w, status, err)
+		return
+	}
+	if why := api.CheckText(body.Operator, maxOperatorBytes); why != "" {
+		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
+		return
+	}
+	by := "http " + clientHost(r) + " " + string(p.role) + " " + p.via()
+	if body.Operator != "" {
+		by += " operator " + body.Operator
+	}
+	if err := h.s.resetAuthorized(by); err != nil {
+		status := http.StatusConflict // not ready, or a failed journal: the state forbids it
+		switch rep := api.ErrorReply("", err); {
+		case errors.Is(err, ErrNoOperatorToken):
+			status = http.StatusForbidden
+		case rep.Code == api.CodeInternal:
+			status = http.StatusInternalServerError
+		}
+		h.refuseReset(w, status, err)
+		return
+	}
+	h.s.metrics.command(string(api.OpReset), true, "")
+	writeJSON(w, http.StatusOK, h.latch(""))
 }
 
 // refuseReset journals and counts a refused reset, as Handle does for one

@@ -47,6 +47,10 @@ type HTTPGuard struct {
 	// config.NormalizeHost): a name alone is allowed on any port,
 	// name:port on that port only.
 	AllowedHosts []string
+	// Login, if set, stands behind the Host and Origin checks: the login
+	// page and its session, and who may do what (httplogin.go). Nil: no
+	// login, as before.
+	Login *HTTPLogin
 }
 
 // hostPort is a host and port as config.NormalizeHost spells them; port
@@ -59,6 +63,7 @@ type httpGuard struct {
 	port string            // the listener's
 	own  map[hostPort]bool // exact host and port
 	any  map[string]bool   // hosts allowed on every port
+	hsts bool              // Strict-Transport-Security on TLS replies
 }
 
 // GuardHTTP returns next behind the listener's guard:
@@ -125,6 +130,10 @@ func (s *Supervisor) GuardHTTP(next http.Handler, g HTTPGuard) (http.Handler, er
 			gd.own[hostPort{host, p}] = true
 		}
 	}
+	if g.Login != nil {
+		gd.next = newLoginGate(gd, next, *g.Login)
+		gd.hsts = g.Login.HSTS
+	}
 	return gd, nil
 }
 
@@ -136,6 +145,11 @@ func (g *httpGuard) allowed(hostport string) bool {
 }
 
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.hsts && r.TLS != nil {
+		// A certificate browsers trust (http.tls.hsts): never plain
+		// HTTP to this name again, for a year.
+		w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	// r.Host is the Host header, or the host of an absolute request URI,
 	// which takes precedence over it.
 	if !g.allowed(r.Host) {
@@ -234,3 +248,10 @@ func (g *httpGuard) closeStreams() {
 // streamCloser is a handler whose long-lived streams the server's
 // Shutdown must end (apiHandler, and a guard in front of it).
 type streamCloser interface{ closeStreams() }
+
+// closeStreams ends the streams of the handler behind the login.
+func (l *loginGate) closeStreams() {
+	if c, ok := l.next.(streamCloser); ok {
+		c.closeStreams()
+	}
+}

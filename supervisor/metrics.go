@@ -75,6 +75,10 @@ type metrics struct {
 	state        *stateCollector
 	// httpRefused counts what the HTTP guard refused (httpguard.go).
 	httpRefused *promtext.CounterVec
+	// authRefused and logins count what the listener's login refused and
+	// admitted (httplogin.go).
+	authRefused *promtext.CounterVec
+	logins      *promtext.CounterVec
 	// journalVerified is the verdict of the journal's verification pass
 	// after start (journalcheck.go).
 	journalVerified atomic.Int64
@@ -134,6 +138,12 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 		httpRefused: counterVec("saga_http_refused_total",
 			"HTTP requests the listener's guard refused, by reason: host (the Host header names none of the supervisor's own addresses: 421), origin (a state-changing request from a page of another origin: 403).",
 			"reason"),
+		authRefused: counterVec("saga_http_auth_refused_total",
+			"HTTP requests the listener's login refused (http.login), by reason: login_required (no session or token: 401), unauthorized (a wrong token: 401), too_many_attempts (past the failed attempts' limit: 429), viewer_reset (the viewer role tried to reset: 403).",
+			"reason"),
+		logins: counterVec("saga_http_logins_total",
+			"Logins to the HTTP listener (sessions started), by role: operator or viewer.",
+			"role"),
 	}
 	// Series that exist from the start read 0 rather than missing, so
 	// rates and alerts work before the first event.
@@ -158,9 +168,14 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 	for _, r := range guardReasons {
 		m.httpRefused.WithLabelValues(r)
 	}
+	for _, r := range authReasons {
+		m.authRefused.WithLabelValues(r)
+	}
+	m.logins.WithLabelValues(string(RoleOperator))
+	m.logins.WithLabelValues(string(RoleViewer))
 
 	for _, c := range []promtext.Collector{m.commands, m.refusals, m.fsync, m.batchRecords, m.journalBytes,
-		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo(), m.httpRefused} {
+		m.unwinds, m.unwindSteps, m.leaseEnds, m.tailCut, m.halts, m.state, buildInfo(), m.httpRefused, m.authRefused, m.logins} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return nil, err
@@ -174,6 +189,18 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// sessions registers saga_http_sessions, the live sessions of a login
+// listener, read from its store at each scrape.
+func (m *metrics) sessions(st *sessions) {
+	c := promtext.NewGaugeFunc(promtext.Opts{
+		Name: "saga_http_sessions",
+		Help: "Live sessions of the HTTP listener's login (http.login): logins neither logged out nor expired.",
+	}, func() float64 { return float64(st.count()) })
+	if err := m.reg.Register(c); err == nil {
+		m.own = append(m.own, c)
+	}
 }
 
 // buildInfo is saga_supervisor_build_info: 1, labelled with what

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -145,16 +146,23 @@ func TestRetainedRequestIsNotReplayed(t *testing.T) {
 	d := daemontest.Start(t, "", nil)
 	a := daemontest.NewAgent(t, d.URL(), d.Topics, "planner")
 	var mu sync.Mutex
-	replies := 0
+	var replies []string // the ids of the replies seen
 	spy := paho.NewClient(paho.NewClientOptions().AddBroker(d.URL()).SetClientID("spy"))
 	if tok := spy.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
 	defer spy.Disconnect(0)
-	spy.Subscribe(d.Topics.Reply("planner"), 1, func(paho.Client, paho.Message) { mu.Lock(); replies++; mu.Unlock() }).WaitTimeout(5 * time.Second)
+	spy.Subscribe(d.Topics.Reply("planner"), 1, func(_ paho.Client, m paho.Message) {
+		var r struct{ ID string }
+		json.Unmarshal(m.Payload(), &r)
+		mu.Lock()
+		replies = append(replies, r.ID)
+		mu.Unlock()
+	}).WaitTimeout(5 * time.Second)
 	// Live, the broker delivers it as any other message (MQTT clears the
 	// retain flag for existing subscribers): it is answered once.
-	if _, ok := a.SendRaw(d.Topics.Cmd(), true, map[string]any{"agent": "planner", "op": "status"}, 5*time.Second); !ok {
+	live, ok := a.SendRaw(d.Topics.Cmd(), true, map[string]any{"agent": "planner", "op": "status"}, 5*time.Second)
+	if !ok {
 		t.Fatal("no reply to the live request")
 	}
 	// A new subscription (the supervisor's transport reconnecting) gets it
@@ -165,11 +173,24 @@ func TestRetainedRequestIsNotReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	time.Sleep(300 * time.Millisecond)
+	// A request sent now, on the same topic by the same agent, comes after
+	// the replayed one and is served after it (an agent's requests are
+	// served in order): once its reply is seen, a reply to the replayed
+	// one would have been too. (A fixed wait instead would let a slow
+	// machine pass a supervisor that does act on it.)
+	after, ok := a.SendRaw(d.Topics.Cmd(), false, map[string]any{"agent": "planner", "op": "status"}, 5*time.Second)
+	if !ok {
+		t.Fatal("no reply from the new subscription")
+	}
+	daemontest.WaitFor(t, "the reply to the request after the replay", 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(replies, after.ID)
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	if replies != 1 {
-		t.Fatalf("%d replies: the retained request was replayed to the new subscription", replies)
+	if want := []string{live.ID, after.ID}; !slices.Equal(replies, want) {
+		t.Fatalf("replies %v, want %v: the retained request was replayed to the new subscription", replies, want)
 	}
 }
 

@@ -110,3 +110,21 @@ func removeTime(ts []time.Time, t time.Time) []time.Time {
 	}
 	return ts
 }
+
+// note counts a failed attempt that was not admitted by begin — a halt
+// with a wrong bearer token, which is never refused for the limit (a halt
+// is never limited) but must not be a free guess either: it tightens the
+// limit for the resets, logins and reads that follow. Nothing is recorded
+// while the host or everyone is already over the limit, so the lists stay
+// bounded as begin keeps them.
+func (l *resetLimiter) note(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.prune(now)
+	if len(l.byHost[host]) >= ResetFailsPerHost || len(l.total) >= ResetFailsTotal {
+		return
+	}
+	l.total = append(l.total, now)
+	l.byHost[host] = append(l.byHost[host], now)
+}

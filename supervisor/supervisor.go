@@ -42,6 +42,10 @@ type Options struct {
 	// ResetToken authorises reset. Empty: reset is refused to everyone
 	// (NO_OPERATOR_TOKEN), never open to anyone.
 	ResetToken string
+	// ResetTokenFile is where the operator finds ResetToken (absolute), for
+	// the dashboard's reset box: the path only, never the token. "" when
+	// the token is not kept in a file (inline, or none).
+	ResetTokenFile string
 	// RemoteReset allows reset through the controller API (MQTT), where
 	// the token crosses the broker. Off: such a reset is refused
 	// FORBIDDEN, and only HTTP resets.
@@ -478,7 +482,8 @@ var ErrUnauthorized = errors.New("supervisor: reset refused: wrong operator toke
 // supervisor has none configured: no reset can succeed, so it is neither a
 // wrong token nor a guess worth limiting.
 var ErrNoOperatorToken = &api.Error{Code: api.CodeNoOperatorToken, Message: "reset refused: no operator token is configured, so no one can reset: " +
-	"set http.reset_token_file to a file holding only the token (at least 32 bytes, mode 0600: openssl rand -hex 32) and restart the supervisor"}
+	"set http.reset_token_file to a file holding only the token (at least 32 bytes, mode 0600: openssl rand -hex 32), " +
+	"or with http.generate_reset_token: true to a file the supervisor creates, and restart the supervisor"}
 
 // TokenMatches reports whether got is the operator token want, in time
 // that depends on neither value: both are hashed with SHA-256 and the
@@ -502,6 +507,15 @@ func (s *Supervisor) Reset(token, by string) error {
 	}
 	if !TokenMatches(token, s.opt.ResetToken) {
 		return ErrUnauthorized
+	}
+	return s.resetAuthorized(by)
+}
+
+// resetAuthorized is Reset for a request whose operator token was already
+// checked: an HTTP login's operator session or bearer token.
+func (s *Supervisor) resetAuthorized(by string) error {
+	if s.opt.ResetToken == "" {
+		return ErrNoOperatorToken
 	}
 	gen := s.engine.HaltGen()
 	st := s.Status()

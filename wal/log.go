@@ -287,17 +287,19 @@ func Open(dir string, opt Options) (_ *Log, err error) {
 		go l.anchorer(opt.AnchorEvery)
 	}
 	go l.writer()
-	if l.deterministic {
-		// Let the writer park before the first record: one that woke late
-		// would find a record enqueued meanwhile and write it on its own.
-		l.mu.Lock()
-		for !l.writerIdle {
-			l.mu.Unlock()
-			runtime.Gosched()
-			l.mu.Lock()
-		}
+	// Let the writer park before the first record: one that woke late
+	// would find a record enqueued meanwhile and write it on its own, in a
+	// batch of one, where Enqueue says it waits for the next batch or
+	// FlushDelay. (Once done under Deterministic only; a slow machine —
+	// qemu, a loaded Pi — starts the writer that late:
+	// TestEnqueueWaitsForTheWriterToPark.)
+	l.mu.Lock()
+	for !l.writerIdle {
 		l.mu.Unlock()
+		runtime.Gosched()
+		l.mu.Lock()
 	}
+	l.mu.Unlock()
 	return l, nil
 }
 

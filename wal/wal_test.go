@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -314,6 +315,31 @@ func tidwallPhantoms(t *testing.T) {
 
 // A record nobody waits for is written within FlushDelay, and a Sync or an
 // Append carries it in its own batch before that.
+// An enqueued record waits for the next batch even when the writer
+// goroutine starts late, as on a slow machine: Open returns with it
+// parked. With one P the writer first runs when the test sleeps, after
+// the Enqueue; before Open waited for it, it found the record and wrote
+// it alone (under qemu TestEnqueueFlushesLazily failed so).
+func TestEnqueueWaitsForTheWriterToPark(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l := mustOpen(t, t.TempDir(), wal.Options{FlushDelay: time.Hour, AnchorEvery: -1})
+	defer l.Close()
+	seq, err := l.Enqueue(1, []byte("outcome"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the writer runs now if it has not yet
+	if d := l.DurableSeq(); d >= seq {
+		t.Fatalf("an enqueued record was written on its own (durable %d): a writer that started late wrote it", d)
+	}
+	if _, err := l.Append(2, []byte("intent")); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Batches != 1 || l.DurableSeq() != seq+1 {
+		t.Fatalf("outcome and intent in %d batches (durable %d), want one batch", st.Batches, l.DurableSeq())
+	}
+}
+
 func TestEnqueueFlushesLazily(t *testing.T) {
 	// A FlushDelay far longer than the test for the batching part: on a
 	// loaded machine (the race detector, a busy CI) 20 ms can pass between

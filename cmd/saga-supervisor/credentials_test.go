@@ -69,7 +69,7 @@ func newStateLayout(t *testing.T, external bool) *stateLayout {
 		"\nstate_dir: .\n", "\nstate_dir: " + l.state + "\n",
 		"  listen: 127.0.0.1:1883", "  listen: " + strings.TrimPrefix(l.broker, "tcp://"),
 		"  listen: 127.0.0.1:8080", "  listen: " + l.http,
-		`  reset_token_file: ""`, "  reset_token_file: reset-token", // relative: under state_dir
+		"  reset_token_file: ./saga-data/operator-token", "  reset_token_file: reset-token", // relative: under state_dir
 		"sim: {slew: 720}", "sim: {slew: 0}",
 	}
 	if external {

@@ -60,9 +60,9 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	text := string(config.DefaultYAML)
 	for old, new := range map[string]string{
-		"  listen: 127.0.0.1:1883": "  listen: " + mqttAddr,
-		"  listen: 127.0.0.1:8080": "  listen: " + httpAddr,
-		`  reset_token_file: ""`:   "  reset_token_file: ./token",
+		"  listen: 127.0.0.1:1883":                       "  listen: " + mqttAddr,
+		"  listen: 127.0.0.1:8080":                       "  listen: " + httpAddr,
+		`  reset_token_file: ./saga-data/operator-token`: "  reset_token_file: ./token",
 	} {
 		if !strings.Contains(text, old) {
 			t.Fatalf("the default config no longer has %q; adapt the dashboard test", old)

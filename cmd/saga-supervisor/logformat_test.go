@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,7 +27,7 @@ func logDaemon(t *testing.T, journalStream bool, args ...string) []string {
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	path := daemonConfig(t, httpAddr)
 	b, _ := os.ReadFile(path)
-	os.WriteFile(path, []byte(strings.Replace(string(b), `  reset_token_file: ""`,
+	os.WriteFile(path, []byte(strings.Replace(string(b), "  reset_token_file: "+filepath.Join(filepath.Dir(path), "operator-token"),
 		"  reset_token: inline-0123456789abcdef0123456789abcdef", 1)), 0o600)
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -35,6 +35,7 @@ func init() {
 		{name: "run", args: "[--config FILE]", help: "run the supervisor daemon (no flags: the embedded default — sim arm, in-process broker, HTTP on 127.0.0.1)", run: runRun},
 		{name: "check-config", args: "FILE", help: "check a configuration file; exit 0 valid, 1 invalid (every error with its line)", run: runCheckConfig},
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
+		{name: "systemd-dropin", args: "--config FILE [--out F]", help: "write the unit's drop-in (" + DefaultDropin + ") letting in what the config serves or dials beyond loopback: the unit itself allows localhost only", run: runSystemdDropin},
 		{name: "credentials", args: "OP [--config FILE]", help: "the MQTT logins' passwords: list them, show one (root or its owner), export one to a controller's user (--to FILE --owner USER, mode 0600)", run: credentials.Run},
 		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch, keygen, approve", run: ctl.Run},
 		{name: "fleet", args: "[--once] [--json]", help: "every supervisor on a broker at a glance (mqtt.fleet summaries): ready, halted, offline, stale; refreshes in place", run: fleetcmd.Run},

@@ -20,12 +20,21 @@ import (
 // The tests run the real binary, built once, as a user would.
 var binary string
 
+// testBinaryEnv, set, is the binary a child of a test runs (built by its
+// parent).
+const testBinaryEnv = "SAGA_TEST_BINARY"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
 		// Fuzzing runs only a fuzz target, in this process and in fuzz
 		// workers: none needs the binary, and building the race binary in
 		// every worker would eat the whole fuzzing budget.
+		os.Exit(m.Run())
+	}
+	if b := os.Getenv(testBinaryEnv); b != "" {
+		// A child of a test (inOwnNetns): the parent built the binary.
+		binary = b
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "saga-bin-")
@@ -334,5 +343,14 @@ func defaultYAMLForTests(t testing.TB) string {
 	if !strings.Contains(text, anon) {
 		t.Fatal("the default config's mqtt.auth.anonymous changed; adapt defaultYAMLForTests")
 	}
-	return strings.Replace(text, anon, "    anonymous: true\n", 1)
+	text = strings.Replace(text, anon, "    anonymous: true\n", 1)
+	// No operator token unless a test names its file (replacing this
+	// line): a generated one would land in the package's directory, the
+	// daemon's working directory.
+	const token, generate = "  reset_token_file: ./saga-data/operator-token\n", "  generate_reset_token: true\n"
+	if !strings.Contains(text, token) || !strings.Contains(text, generate) {
+		t.Fatal("the default config's http.reset_token_file or generate_reset_token changed; adapt defaultYAMLForTests")
+	}
+	text = strings.Replace(text, token, "  reset_token_file: \"\"\n", 1)
+	return strings.Replace(text, generate, "  generate_reset_token: false\n", 1)
 }

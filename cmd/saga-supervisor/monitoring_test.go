@@ -235,6 +235,7 @@ mqtt:
   auth: {anonymous: true}
 http:
   listen: %s
+  reset_token_file: ""
 sim:
   world: ""
 mcus:

@@ -167,7 +167,7 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "each login's password is in %s/<login> (mode 0600, %s): saga-supervisor credentials -h\n", creds, credOwner)
 	if *confD != "" {
-		fmt.Fprintf(w, "mosquitto's own conf must load %s (Debian's /etc/mosquitto/mosquitto.conf has include_dir /etc/mosquitto/conf.d); then: sudo systemctl restart mosquitto\n", *confD)
+		fmt.Fprintf(w, "mosquitto's own conf must load %s (Debian's /etc/mosquitto/mosquitto.conf has include_dir /etc/mosquitto/conf.d)\n", *confD)
 	} else {
 		fmt.Fprintf(w, "run: mosquitto -c %s\n", confPath)
 	}
@@ -175,6 +175,17 @@ func runMosquittoConfig(args []string, w io.Writer) error {
 		pol.Supervisor, filepath.Join(creds, pol.Supervisor))
 	if cfg.MQTT.Embedded() {
 		fmt.Fprintf(w, "    broker: tcp://%s   (instead of embedded)\n    listen: \"\"   (no embedded broker)\n", *listen)
+	}
+	switch {
+	case *confD == "":
+	case cfg.MQTT.Embedded():
+		// The running supervisor's embedded broker holds the port until
+		// it stops: mosquitto restarted alone fails to bind. The unit is
+		// ordered after mosquitto.service, so one restart of both stops
+		// the supervisor first and starts it once mosquitto is up.
+		fmt.Fprintf(w, "then: sudo systemctl restart mosquitto saga-supervisor   (the supervisor stops first: its embedded broker holds the port)\n")
+	default:
+		fmt.Fprintf(w, "then: sudo systemctl restart mosquitto\n")
 	}
 	return nil
 }

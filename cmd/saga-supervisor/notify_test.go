@@ -79,6 +79,7 @@ func daemonConfigListen(t *testing.T, httpListen, mqttListen string) string {
 		"  listen: 127.0.0.1:8080", "  listen: "+httpListen,
 		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
 		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
+		"  reset_token_file: ./saga-data/operator-token", "  reset_token_file: "+filepath.Join(dir, "operator-token"),
 	).Replace(string(config.DefaultYAML))
 	path := filepath.Join(dir, "arm.yaml")
 	os.WriteFile(path, []byte(text), 0o600)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -69,6 +72,30 @@ func runRun(args []string, w io.Writer) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	lg.Info("starting", "version", buildinfo.Get().Version, "config", source, "device", cfg.Device)
+	// The operator token a halt is reset with, generated at the first
+	// start like the MQTT logins: a halt is never a dead end.
+	tokenCreated, err := daemon.EnsureResetToken(cfg)
+	if err != nil {
+		return cli.Exit(1, "%v", err)
+	}
+	if tokenCreated {
+		lg.Info("operator token created", "file", cfg.HTTP.OperatorTokenFile(), "mode", "0600")
+	}
+	// The viewer token (http.viewer_token_file), generated the same way
+	// when asked to be.
+	viewerCreated, err := daemon.EnsureViewerToken(cfg)
+	if err != nil {
+		return cli.Exit(1, "%v", err)
+	}
+	if viewerCreated {
+		lg.Info("viewer token created", "file", cfg.HTTP.ViewerTokenFile, "mode", "0600")
+	}
+	// Every saga-supervisor ctl command printed below talks to this
+	// supervisor: the config it runs on, if it was given one.
+	ctlCmd := "saga-supervisor ctl"
+	if *cfgPath != "" {
+		ctlCmd += " --config " + cli.ShellQuote(*cfgPath)
+	}
 
 	// Start-up (crash recovery) is extended past TimeoutStartSec while it
 	// makes progress, and only then.
@@ -82,12 +109,51 @@ func runRun(args []string, w io.Writer) error {
 	defer d.Close()
 
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	reset := resetAdvice(cfg, d.HTTPAddr() != "", ctlCmd)
+	halted, why := d.Sup.Engine().Halted()
+	if halted {
+		lg.Warn("started HALTED: every command is refused until an operator resets it", "reason", why, "reset", reset.do())
+	}
 	fmt.Fprintf(w, "saga-supervisor %s running on %s (device %s)\n", buildinfo.Get().Version, source, cfg.Device)
 	fmt.Fprintf(w, "  journal  %s\n  MQTT     %s%s\n", cfg.Journal.Dir, d.BrokerURL, map[bool]string{true: " (in-process broker)"}[d.Broker != nil])
-	if addr := d.HTTPAddr(); addr != "" {
-		fmt.Fprintf(w, "  HTTP     http://%s  (/readyz, /metrics, /api/v1/status)\n", addr)
+	if u := d.HTTPURL(); u != "" {
+		login := ""
+		if cfg.HTTP.Login {
+			login = "; a login: " + u + "/login"
+		}
+		fmt.Fprintf(w, "  HTTP     %s  (/readyz, /metrics, /api/v1/status%s)\n", u, login)
 	}
-	printFirstSteps(w, cfg, d.Broker, topics)
+	if c := d.HTTPCert; c != nil {
+		created := ""
+		if c.Created {
+			created = ", created now"
+		}
+		// What the operator compares with the fingerprint the browser
+		// shows before accepting a self-signed certificate.
+		fmt.Fprintf(w, "  TLS      %s  (SHA-256 %s%s)\n", c.CertFile, c.Fingerprint, created)
+	}
+	if f := cfg.HTTP.OperatorTokenFile(); f != "" {
+		created := ""
+		if tokenCreated {
+			created = ", created now"
+		}
+		fmt.Fprintf(w, "  token    %s  (the operator token, for reset: mode 0600%s)\n", f, created)
+	}
+	if f := cfg.HTTP.ViewerTokenFile; f != "" {
+		created := ""
+		if viewerCreated {
+			created = ", created now"
+		}
+		fmt.Fprintf(w, "  viewer   %s  (the viewer token: read and halt, never reset: mode 0600%s)\n", f, created)
+	}
+	if halted {
+		fmt.Fprintf(w, "HALTED: the journal ends halted, so the robot starts halted: %s. Every command is refused until an operator resets it.\n", why)
+		reset.print(w)
+	}
+	printFirstSteps(w, cfg, d.Broker, d.BrokerURL, ctlCmd, topics)
+	if !halted {
+		reset.print(w)
+	}
 
 	// What a burst of traffic left on the heap goes back to the system
 	// once the burst is over, and the idle heap stays near its live size
@@ -148,36 +214,144 @@ func runCheckConfig(args []string, w io.Writer) error {
 
 // printFirstSteps tells a new user how to reach the supervisor: on the
 // locked embedded broker, who was given a password just now and where it
-// is, and a first command that logs in.
-func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, topics mqtt.Topics) {
-	login := ""
-	agent := "me"
-	if emb != nil && !emb.Anonymous {
-		if len(emb.Added) > 0 {
-			fmt.Fprintf(w, "MQTT logins created: %s\n", strings.Join(emb.Added, ", "))
-			fmt.Fprintf(w, "  their passwords are in %s/<user> (mode 0600); the broker keeps only hashes, in %s\n",
-				emb.CredentialsDir, cfg.MQTT.Auth.PasswordFile)
-		}
-		names := brokerauth.Policy(cfg).Agents
-		if len(names) == 0 {
-			fmt.Fprintf(w, "No agents under agents.allow: every user of %s may act.\n", cfg.MQTT.Auth.PasswordFile)
-			return
-		}
-		agent = names[0]
-		if slices.Contains(names, "ctl") {
-			agent = "ctl"
-		}
-		// The client id must be the username (or username/<tag>): -i.
-		login = fmt.Sprintf(" -u %s -i %s -P \"$(cat %s/%s)\"", agent, agent, emb.CredentialsDir, agent)
+// is, and a first command that logs in — with mosquitto_rr and with
+// `saga-supervisor ctl` — printed only where it works as printed: the
+// broker's address, the agent's login and the config it runs on included
+// (the TestDayOne tests run each as printed).
+func printFirstSteps(w io.Writer, cfg *config.Config, emb *brokerauth.Started, brokerURL, ctlCmd string, topics mqtt.Topics) {
+	locked := emb != nil && !emb.Anonymous
+	if locked && len(emb.Added) > 0 {
+		fmt.Fprintf(w, "MQTT logins created: %s\n", strings.Join(emb.Added, ", "))
+		fmt.Fprintf(w, "  their passwords are in %s/<user> (mode 0600); the broker keeps only hashes, in %s\n",
+			emb.CredentialsDir, cfg.MQTT.Auth.PasswordFile)
+	}
+	names := brokerauth.Policy(cfg).Agents
+	if locked && len(names) == 0 {
+		fmt.Fprintf(w, "No agents under agents.allow: every user of %s may act.\n", cfg.MQTT.Auth.PasswordFile)
+		return
+	}
+	agent := statusAgent(cfg, names)
+	if agent == "" {
+		fmt.Fprintf(w, "No agent under agents.allow may send status: give one the op to try the commands of docs/API.md.\n")
+		return
+	}
+	if len(names) > 0 {
 		fmt.Fprintf(w, "Agents allowed (agents.allow): %s. Each logs in as its own name, client id <name> or <name>/<tag>.\n", strings.Join(names, ", "))
 	}
-	// One connection that asks and waits for the answer (it works on
-	// mosquitto too, where use_username_as_clientid allows one connection
-	// a login).
-	fmt.Fprintf(w, "Send a first command (with mosquitto-clients):\n")
-	fmt.Fprintf(w, "  mosquitto_rr -h 127.0.0.1%s -t %s -e %s -q 1 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
-		login, topics.AgentCmd(agent), topics.Reply(agent), agent)
-	fmt.Fprintf(w, "or: saga-supervisor ctl status\n")
+	// The agent's password: in credentials_dir, where the supervisor wrote
+	// it (embedded) or mosquitto-config did (an external broker); ctl
+	// --config reads it from there too.
+	password, ctlLogin := "", ""
+	switch {
+	case locked:
+		password = emb.CredentialsDir + "/" + agent
+	case emb == nil && cfg.MQTT.Username != "":
+		password = filepath.Join(cfg.MQTT.Auth.CredentialsDir, agent)
+		if cfg.MQTT.Auth.CredentialsDir == "" || !fileExists(password) {
+			fmt.Fprintf(w, "Agents log in to %s with their own passwords (saga-supervisor mosquitto-config writes them to %s/<agent>):\n"+
+				"give ctl --agent NAME --password-file FILE, and mosquitto_rr -u NAME -P PASSWORD.\n", brokerURL, cfg.MQTT.Auth.CredentialsDir)
+			return
+		}
+		if !strings.Contains(ctlCmd, "--config") {
+			ctlLogin = " --password-file " + cli.ShellQuote(password)
+		}
+	}
+	if agent != "ctl" {
+		ctlLogin = " --agent " + agent + ctlLogin
+	}
+	host, port, mqttOK := plainMQTT(brokerURL)
+	if mqttOK {
+		fmt.Fprintf(w, "Send a first command (mosquitto_rr is in mosquitto-clients):\n")
+	} else {
+		fmt.Fprintf(w, "Send a first command:\n")
+	}
+	if mqttOK {
+		login := ""
+		if password != "" {
+			// The client id must be the username (or username/<tag>): -i.
+			login = fmt.Sprintf(" -u %s -i %s -P \"$(cat %s)\"", agent, agent, cli.ShellQuote(password))
+		}
+		// One connection that asks and waits for the answer (it works on
+		// mosquitto too, where use_username_as_clientid allows one
+		// connection a login), for at most 5 s.
+		fmt.Fprintf(w, "  mosquitto_rr -h %s -p %s%s -t %s -e %s -q 1 -W 5 -m '{\"id\":\"1\",\"agent\":\"%s\",\"op\":\"status\"}'\n",
+			cli.ShellQuote(host), port, login, topics.AgentCmd(agent), topics.Reply(agent), agent)
+	}
+	fmt.Fprintf(w, "  %s%s status\n", ctlCmd, ctlLogin)
+}
+
+// statusAgent is the agent the first commands act as: ctl (ctl's own
+// default) if it may send status, else the first agent of names that may;
+// with no agents.allow, any agent may, so ctl. "" when none may.
+func statusAgent(cfg *config.Config, names []string) string {
+	if len(names) == 0 {
+		return "ctl"
+	}
+	may := func(name string) bool {
+		ops := cfg.Agents.Allow[name].Ops
+		return ops == nil || slices.Contains(ops, "status")
+	}
+	if slices.Contains(names, "ctl") && may("ctl") {
+		return "ctl"
+	}
+	for _, n := range names {
+		if may(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// plainMQTT is the host and port of a plain MQTT broker URL (tcp://,
+// mqtt://), which mosquitto_rr reaches with -h and -p; ok is false for a
+// TLS or WebSocket broker, whose options depend on its certificates.
+func plainMQTT(broker string) (host, port string, ok bool) {
+	u, err := url.Parse(broker)
+	if err != nil || (u.Scheme != "tcp" && u.Scheme != "mqtt") {
+		return "", "", false
+	}
+	host, port = u.Hostname(), u.Port()
+	if port == "" {
+		port = "1883"
+	}
+	return host, port, host != ""
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// resetHow is how a halt of this supervisor is cleared: the command that
+// works as printed (cmd), or, when there is none, what to do (note).
+type resetHow struct{ cmd, note string }
+
+// resetAdvice is the way to reset this supervisor: `ctl reset` with the
+// config it runs on, reading the operator token from its file — or why no
+// command can, and what to do.
+func resetAdvice(cfg *config.Config, httpOn bool, ctlCmd string) resetHow {
+	switch {
+	case cfg.HTTP.ResetToken == "":
+		return resetHow{note: "no operator token is configured, so no one can reset a halt: set http.reset_token_file " +
+			"(with http.generate_reset_token: true the supervisor creates it) and restart"}
+	case !httpOn:
+		return resetHow{note: "HTTP is off (http.listen), and reset is over HTTP: turn it on (127.0.0.1:8080) and restart"}
+	case cfg.HTTP.OperatorTokenFile() == "":
+		return resetHow{note: "with the token of http.reset_token in a file of mode 0600: " + ctlCmd + " reset --token-file FILE"}
+	}
+	return resetHow{cmd: ctlCmd + " reset"}
+}
+
+// do is the command, or the note.
+func (r resetHow) do() string { return cmp.Or(r.cmd, r.note) }
+
+// print writes how to clear a halt: the command on a line of its own.
+func (r resetHow) print(w io.Writer) {
+	if r.cmd == "" {
+		fmt.Fprintf(w, "Clear a halt: %s.\n", r.note)
+		return
+	}
+	fmt.Fprintf(w, "Clear a halt (an operator's act; ctl reads the token file):\n  %s\n", r.cmd)
 }
 
 // registerMemoryMetrics exports what the trimmer did:

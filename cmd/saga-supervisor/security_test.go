@@ -152,7 +152,7 @@ func securityConfig(t *testing.T, dir, kind, broker, mqttListen, httpAddr, pubKe
 		{"  broker: embedded", "  broker: " + broker},
 		{"  listen: 127.0.0.1:1883", "  listen: " + mqttListen},
 		{"  listen: 127.0.0.1:8080", "  listen: " + httpAddr},
-		{`  reset_token_file: ""`, "  reset_token_file: " + token},
+		{`  reset_token_file: ./saga-data/operator-token`, "  reset_token_file: " + token},
 		{"sim: {slew: 720}", "sim: {slew: 0}"},
 		{allow, secAllow},
 		{"    anonymous: false\n", "    anonymous: false\n"}, // locked, as shipped: asserted present

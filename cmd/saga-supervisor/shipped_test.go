@@ -181,7 +181,7 @@ var shippedChecks = []struct {
 	{"HARDWARE.md snippets are valid", checkHardwareSnippets},
 	{"unit and docs install to the same paths", checkInstallPaths},
 	{"the example config's state_dir is the unit's state directory", checkExampleStateDir},
-	{"check-config's warning for HTTP beyond loopback names the unit's IP rules", checkHTTPBeyondLoopback},
+	{"check-config's refusal and warning for HTTP beyond loopback name the unit's IP rules and the drop-in", checkHTTPBeyondLoopback},
 }
 
 // unitStateDir is the directory the unit's StateDirectory= makes and its
@@ -198,36 +198,82 @@ func unitStateDir(t *testing.T, tr tree) (string, []string) {
 	return dir, nil
 }
 
-// tunnel is the way to the dashboard from another machine, as check-config
-// and the docs give it for http.listen: 0.0.0.0:8080.
+// tunnel is the way to the dashboard from another machine without TLS,
+// as check-config and the docs give it for http.listen: 0.0.0.0:8080.
 const tunnel = "ssh -N -L 8080:127.0.0.1:8080"
 
-// checkHTTPBeyondLoopback: check-config's warning for an http.listen other
-// machines could reach names the unit's IP rules as the unit has them (it
-// drops their packets, whatever the config says) and the SSH tunnel;
-// docs/HARDWARE.md and docs/SECURITY.md give the same rules and tunnel.
+// dropinCmd is the command that lets other machines through the unit's
+// IP rules, as check-config, the unit and the docs give it.
+const dropinCmd = "saga-supervisor systemd-dropin --config"
+
+// checkHTTPBeyondLoopback: check-config refuses an http.listen other
+// machines could reach without TLS, and warns about one with TLS; both
+// name the unit's IP rules as the unit has them (it drops their packets,
+// whatever the config says), the command whose drop-in lets them through,
+// and the SSH tunnel. That command's drop-in for the TLS config names the
+// same rules and allows what the listener needs; the unit's own comment
+// names the command, and docs/HARDWARE.md and docs/SECURITY.md give the
+// same rules, tunnel and command.
 func checkHTTPBeyondLoopback(t *testing.T, tr tree) (problems []string) {
-	unit := unitSettings(string(tr.mustRead(t, "configs/saga-supervisor.service")))
+	unitText := string(tr.mustRead(t, "configs/saga-supervisor.service"))
+	unit := unitSettings(unitText)
 	rules := fmt.Sprintf("IPAddressDeny=%s and IPAddressAllow=%s", strings.Join(unit["IPAddressDeny"], " "), strings.Join(unit["IPAddressAllow"], " "))
-	path := filepath.Join(t.TempDir(), "http.yaml")
-	if err := os.WriteFile(path, []byte("device: arm1\nhttp: {listen: 0.0.0.0:8080}\nactuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n"), 0o600); err != nil {
+	dir := t.TempDir()
+	plain, withTLS := filepath.Join(dir, "http.yaml"), filepath.Join(dir, "https.yaml")
+	const actuators = "actuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n"
+	if err := os.WriteFile(plain, []byte("device: arm1\nhttp: {listen: 0.0.0.0:8080}\n"+actuators), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, code := run(t, "check-config", path)
-	if code != 0 || !strings.Contains(out, "warning: "+path+":2:16: http.listen: 0.0.0.0:8080 is reachable from other machines") {
-		return []string{fmt.Sprintf("check-config of http.listen 0.0.0.0:8080: exit %d, no warning:\n%s", code, out)}
+	if err := os.WriteFile(withTLS, []byte("device: arm1\nhttp: {listen: 0.0.0.0:8080, tls: {self_signed: true}}\n"+actuators), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{rules, tunnel} {
+	out, code := run(t, "check-config", plain)
+	if code != 1 || !strings.Contains(out, plain+":2:16: http.listen: 0.0.0.0:8080 is reachable from other machines") || !strings.Contains(out, "needs TLS and a login") {
+		problems = append(problems, fmt.Sprintf("check-config of http.listen 0.0.0.0:8080 without TLS: exit %d, not refused for TLS and a login:\n%s", code, out))
+	}
+	for _, want := range []string{rules, tunnel, dropinCmd + " " + plain} {
 		if !strings.Contains(out, want) {
-			problems = append(problems, fmt.Sprintf("check-config's warning for http.listen 0.0.0.0:8080 does not say %q (the unit's IP rules; the tunnel):\n%s", want, out))
+			problems = append(problems, fmt.Sprintf("check-config's error for http.listen 0.0.0.0:8080 without TLS does not say %q (the unit's IP rules; the tunnel; the drop-in):\n%s", want, out))
+		}
+	}
+	out, code = run(t, "check-config", withTLS)
+	if code != 0 || !strings.Contains(out, "warning: "+withTLS+":2:16: http.listen: 0.0.0.0:8080 is reachable from other machines") {
+		problems = append(problems, fmt.Sprintf("check-config of http.listen 0.0.0.0:8080 with TLS: exit %d, no warning:\n%s", code, out))
+	}
+	for _, want := range []string{rules, tunnel, dropinCmd + " " + withTLS} {
+		if !strings.Contains(out, want) {
+			problems = append(problems, fmt.Sprintf("check-config's warning for http.listen 0.0.0.0:8080 with TLS does not say %q (the unit's IP rules; the tunnel; the drop-in):\n%s", want, out))
+		}
+	}
+	out, code = run(t, "systemd-dropin", "--config", withTLS, "--out", "-")
+	if code != 0 || !strings.Contains(out, "[Service]\nIPAddressAllow=any\n") || !strings.Contains(out, rules) {
+		problems = append(problems, fmt.Sprintf("systemd-dropin for http.listen 0.0.0.0:8080 with TLS: exit %d, not IPAddressAllow=any after the unit's %s:\n%s", code, rules, out))
+	}
+	if !strings.Contains(unitText, "sudo "+dropinCmd+" /etc/saga-supervisor/config.yaml") {
+		problems = append(problems, fmt.Sprintf("configs/saga-supervisor.service does not name %q beside its IP rules", "sudo "+dropinCmd+" /etc/saga-supervisor/config.yaml"))
+	}
+	// docs/HARDWARE.md's HTTPS config (a plain block: its warning about
+	// the unit would fail the yaml blocks' check) is valid, and warns of
+	// nothing but the unit.
+	hw := string(tr.mustRead(t, "docs/HARDWARE.md"))
+	if m := regexp.MustCompile("(?ms)^\\*\\*HTTPS with a login\\*\\*.*?^```\n(http:\n.*?)^```").FindStringSubmatch(hw); m == nil {
+		problems = append(problems, "docs/HARDWARE.md has no http: block under **HTTPS with a login**")
+	} else {
+		path := filepath.Join(dir, "hardware-https.yaml")
+		if err := os.WriteFile(path, []byte("device: arm1\n"+m[1]+actuators), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, code := run(t, "check-config", path)
+		if code != 0 || strings.Count(out, "warning: ") != 1 || !strings.Contains(out, "http.listen: 0.0.0.0:8443 is reachable from other machines") {
+			problems = append(problems, fmt.Sprintf("docs/HARDWARE.md's HTTPS config does not check clean but for the unit's warning (exit %d):\n%s", code, out))
 		}
 	}
 	allow := "IPAddressAllow=" + strings.Join(unit["IPAddressAllow"], " ")
 	for _, doc := range []string{"docs/HARDWARE.md", "docs/SECURITY.md"} {
 		text := string(tr.mustRead(t, doc))
-		for _, want := range []string{allow, tunnel} {
+		for _, want := range []string{allow, tunnel, dropinCmd} {
 			if !strings.Contains(text, want) {
-				problems = append(problems, fmt.Sprintf("%s does not say %q, as check-config's warning for http.listen does", doc, want))
+				problems = append(problems, fmt.Sprintf("%s does not say %q, as check-config's refusal and warning for http.listen do", doc, want))
 			}
 		}
 	}
@@ -369,6 +415,11 @@ func checkDocPathsExist(t *testing.T, tr tree) (problems []string) {
 					if tr.exists(p) {
 						continue
 					}
+					// What make firmware writes is not in a checkout: its
+					// Makefile must still be there to write it.
+					if strings.HasPrefix(p, "firmware/build/") && tr.exists("firmware/Makefile") {
+						continue
+					}
 					problems = append(problems, fmt.Sprintf("%s:%d: names %s, which does not exist", rel, n+1, p))
 				}
 			}
@@ -399,6 +450,18 @@ func checkHardwareSnippets(t *testing.T, tr tree) (problems []string) {
 		}
 		if !regexp.MustCompile(`(?m)^actuators:`).MatchString(text) {
 			text += "actuators:\n  hwdoc_filler: {kind: digital, driver: sim}\n"
+		}
+		// Relative paths resolve under a state_dir of the test's own, where
+		// the secret files a fragment names are made (0600), never in the
+		// package's directory, where other tests' files may lie.
+		if !regexp.MustCompile(`(?m)^state_dir:`).MatchString(text) {
+			text = "state_dir: " + dir + "\n" + text
+			for _, m := range regexp.MustCompile(`(?m)^\s*password_file:\s*(\S+)`).FindAllStringSubmatch(text, -1) {
+				if p := m[1]; !filepath.IsAbs(p) && p != `""` {
+					os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700)
+					os.WriteFile(filepath.Join(dir, p), []byte("hwdoc-secret-0123456789abcdef-0123456789\n"), 0o600)
+				}
+			}
 		}
 		path := filepath.Join(dir, fmt.Sprintf("snippet%d.yaml", i))
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -483,6 +546,8 @@ func TestShippedFilesAgreeCatches(t *testing.T) {
 		{6, "configs/saga-supervisor.service", "IPAddressAllow=localhost", "IPAddressAllow=localhost 192.168.1.0/24", "does not say \"IPAddressDeny=any and IPAddressAllow=localhost 192.168.1.0/24\""},
 		{6, "docs/HARDWARE.md", tunnel, "ssh -L 8080:localhost:8080", "docs/HARDWARE.md does not say \"" + tunnel + "\""},
 		{6, "docs/SECURITY.md", tunnel, "ssh -L 8080:localhost:8080", "docs/SECURITY.md does not say \"" + tunnel + "\""},
+		{6, "configs/saga-supervisor.service", "sudo saga-supervisor systemd-dropin", "sudo saga-supervisor dropin", "configs/saga-supervisor.service does not name"},
+		{6, "docs/HARDWARE.md", dropinCmd, "saga-supervisor dropin --config", "docs/HARDWARE.md does not say \"" + dropinCmd + "\""},
 	}
 	for _, tc := range cases {
 		c := shippedChecks[tc.check]

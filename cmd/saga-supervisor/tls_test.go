@@ -69,6 +69,7 @@ func TestEmbeddedBrokerBeyondLoopbackNeedsTLS(t *testing.T) {
 		"  listen: 127.0.0.1:8080", "  listen: "+httpAddr,
 		"    password_file: ./saga-data/mqtt/passwd", "    password_file: "+filepath.Join(dir, "mqtt", "passwd"),
 		"    credentials_dir: ./saga-data/mqtt/credentials", "    credentials_dir: "+filepath.Join(dir, "mqtt", "credentials"),
+		"  reset_token_file: ./saga-data/operator-token", "  reset_token_file: "+filepath.Join(dir, "operator-token"),
 	).Replace(string(config.DefaultYAML))
 	path := filepath.Join(dir, "arm.yaml")
 	os.WriteFile(path, []byte(text), 0o600)

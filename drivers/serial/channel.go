@@ -27,10 +27,11 @@ import (
 //     NO_SESSION is one of these, not a CodeNak: the MCU sends it to any
 //     request once it has restarted or its watchdog fired, also to the
 //     retransmission of a SET it had acted on before.
-//   - code CodeMismatch (wraps actuators.ErrLinkLost): the MCU applied a
-//     value outside the tolerance, or left the output detached — the output
-//     moved, but not where asked, so the step is in doubt and must be
-//     compensated.
+//   - code CodeMismatch (wraps ErrMismatch): the MCU's read-back (the
+//     value it applied) differs from the target by more than the
+//     tolerance, or the MCU left the output detached or in fault — the
+//     output moved, but not where asked, so the step is in doubt and must
+//     be compensated. The link is fine: nothing says it was lost.
 //
 // Only the errors wrapping actuators.ErrNotApplied promise that nothing
 // changed; the engine treats every other error as in doubt.
@@ -102,12 +103,18 @@ func (c *Channel) Set(ctx context.Context, value float64) error {
 	}
 	var r ChannelReport
 	if err := r.UnmarshalBinary(f.Payload); err != nil { // checked on arrival; kept for safety
-		return errorf(CodeMismatch, actuators.ErrLinkLost, "%s: %v; in doubt", what, err)
+		return errorf(CodeMismatch, ErrMismatch, "%s: unusable SET_ACK: %v; in doubt", what, err)
 	}
-	if d := int64(r.Value) - int64(m); d > int64(c.tol) || -d > int64(c.tol) || r.Flags != 0 {
-		return errorf(CodeMismatch, actuators.ErrLinkLost,
-			"%s: the MCU applied %g (flags %#x), tolerance %g; the output moved but not as asked: in doubt",
-			what, FromMilli(r.Value), uint8(r.Flags), FromMilli(c.tol))
+	d := int64(r.Value) - int64(m)
+	if d > int64(c.tol) || -d > int64(c.tol) {
+		return errorf(CodeMismatch, ErrMismatch,
+			"%s: the MCU's read-back %g differs from the target %g by %g, more than the tolerance %g (a board that quantises needs one: mcu.tolerance); in doubt",
+			what, FromMilli(r.Value), value, float64(max(d, -d))/1000, FromMilli(c.tol))
+	}
+	if r.Flags != 0 {
+		return errorf(CodeMismatch, ErrMismatch,
+			"%s: the MCU acknowledged with channel flags %#x (bit 0 detached, bit 1 fault) at read-back %g, target %g: in doubt",
+			what, uint8(r.Flags), FromMilli(r.Value), value)
 	}
 	return nil
 }

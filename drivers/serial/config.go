@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
 // Defaults of Config.
@@ -76,10 +78,44 @@ type Config struct {
 	// 30 byte times at Baud, at least 20 ms).
 	FrameGap time.Duration
 
+	// Expect is what the configuration says of the MCU's channels that
+	// actuators use. At the start of every session the link checks each
+	// against the MCU: the channel must exist (HELLO_ACK), and where the
+	// MCU answers DESCRIBE its kind, polarity and range must agree. Until
+	// the check is done the link is not ready and Set waits; after a
+	// mismatch it stays not ready (CodeTable) and Set is refused, sending
+	// nothing, until a new session passes. An MCU that does not know
+	// DESCRIBE (NAK UNSUPPORTED) is checked by its channel count alone,
+	// and the link logs that it relies on the config for the rest.
+	Expect []Expect
+
 	// Opener, if set, replaces opening Port or VID/PID.
 	Opener Opener
 	// Logger receives link events (nil: discard).
 	Logger *slog.Logger
+}
+
+// Expect is what the configuration says of one MCU channel an actuator
+// uses (Config.Expect).
+type Expect struct {
+	// Actuator names the actuator, for errors and logs.
+	Actuator string
+	// Channel is the MCU's channel number.
+	Channel int
+	// Kind is the actuator's kind: the MCU's channel must be of a kind
+	// that drives it (a servo channel for a servo; digital for digital and
+	// pulse; pwm; setpoint). Empty: any.
+	Kind actuators.Kind
+	// ActiveLow must equal the MCU's polarity for the channel. The host
+	// sends logical values either way (1 is on); the MCU applies the
+	// polarity, and this says which table the config was written for.
+	ActiveLow bool
+	// Min and Max are the values the actuator may be set to, in its unit:
+	// the MCU's range for the channel must cover them.
+	Min, Max float64
+	// Tolerance is the channel's (WithTolerance): a quantising channel
+	// without one is worth a warning.
+	Tolerance float64
 }
 
 // NoRetries, as Config.Retries, disables retransmission.
@@ -106,6 +142,11 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("retries %d: want >= 0, or NoRetries", c.Retries)
 	case c.Window < 0 || c.Window > MaxWindow:
 		return bad("window %d: want 1..%d", c.Window, MaxWindow)
+	}
+	for _, e := range c.Expect {
+		if e.Channel < 0 || e.Channel >= MaxChannels || e.Min > e.Max {
+			return bad("actuator %s: channel %d, range %g..%g: want a channel 0..%d and min <= max", e.Actuator, e.Channel, e.Min, e.Max, MaxChannels-1)
+		}
 	}
 	if c.Name == "" {
 		c.Name = c.Port

@@ -1,8 +1,9 @@
 // Package serial is the host side of the framed serial link to
 // microcontrollers (Arduino, RP2040, ESP32 on USB serial) that drive motors
 // and servos and report supply voltages. docs/SERIAL.md is the protocol
-// specification for firmware authors; firmware/saga_mcu is a reference
-// sketch, and drivers/sim/mcu a simulated MCU that speaks it.
+// specification for firmware authors; firmware/saga_mcu is the reference
+// firmware (an Arduino library for the Uno and Nano), and drivers/sim/mcu a
+// simulated MCU that speaks it, byte for byte alike (its differential test).
 //
 // # Frames
 //

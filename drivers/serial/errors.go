@@ -21,12 +21,12 @@ const (
 
 // Codes of errors that leave the effect in doubt: they do not wrap
 // actuators.ErrNotApplied, so the rollback engine reads them as "may have
-// happened". Their errors wrap actuators.ErrLinkLost or
-// context.DeadlineExceeded, which say why.
+// happened". Their errors wrap actuators.ErrLinkLost,
+// context.DeadlineExceeded or ErrMismatch, which say why.
 const (
 	CodeLinkLost Code = "SERIAL_LINK_LOST" // no session with the MCU (port gone, silent, reset, closed; a NAK NO_SESSION)
 	CodeNoAck    Code = "SERIAL_NO_ACK"    // no answer within the retries or before the context ended
-	CodeMismatch Code = "SERIAL_MISMATCH"  // the MCU applied a value other than the one asked for
+	CodeMismatch Code = "SERIAL_MISMATCH"  // the MCU's read-back differs from the target by more than the tolerance; wraps ErrMismatch
 )
 
 // Codes of errors from reading state and from readiness.
@@ -38,15 +38,22 @@ const (
 	CodeHandshake Code = "SERIAL_HANDSHAKE"  // the MCU's HELLO_ACK is unusable
 	CodeMCUFault  Code = "SERIAL_MCU_FAULT"  // the MCU reports fault flags
 	CodeConfig    Code = "SERIAL_CONFIG"     // the Config is invalid
+	CodeTable     Code = "SERIAL_TABLE"      // the MCU's channel table disagrees with Config.Expect: a channel missing, or its kind, polarity or range
 )
+
+// ErrMismatch is wrapped by a Set whose SET_ACK reports a value further
+// from the target than the channel's tolerance, or the channel detached or
+// in fault (CodeMismatch): the output moved, but not as asked, so the step
+// is in doubt. It says nothing about the link, which is up.
+var ErrMismatch = errors.New("serial: the output moved, but not to the target")
 
 // ErrClosed is wrapped by errors from a Link after Close.
 var ErrClosed = errors.New("serial: link closed")
 
 // Error is the error type of this package: a stable Code, a message, and
 // the error it wraps (actuators.ErrNotApplied for a Set that changed
-// nothing, actuators.ErrLinkLost or context.DeadlineExceeded for the
-// in-doubt codes).
+// nothing, actuators.ErrLinkLost, context.DeadlineExceeded or ErrMismatch
+// for the in-doubt codes).
 type Error struct {
 	Code Code
 	Msg  string

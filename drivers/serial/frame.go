@@ -39,13 +39,19 @@ const (
 	TypeSet   Type = 0x02 // host: drive a channel (SetRequest)
 	TypeHalt  Type = 0x03 // host: make a channel inert (HaltRequest)
 	TypePing  Type = 0x04 // host: heartbeat (empty payload)
+	// TypeDescribe asks for one channel's row of the MCU's table
+	// (DescribeRequest). It is optional: an MCU that does not know it
+	// answers NAK UNSUPPORTED, as protocol version 1 has every MCU answer
+	// a type it does not know.
+	TypeDescribe Type = 0x05
 
-	TypeHelloAck  Type = 0x81 // MCU: session started (HelloAck)
-	TypeSetAck    Type = 0x82 // MCU: SET applied (ChannelReport)
-	TypeHaltAck   Type = 0x83 // MCU: HALT applied (ChannelReport)
-	TypePong      Type = 0x84 // MCU: heartbeat answered (Pong)
-	TypeTelemetry Type = 0xA0 // MCU: unsolicited state report (Telemetry)
-	TypeNak       Type = 0xFF // MCU: request refused, nothing changed (Nak)
+	TypeHelloAck    Type = 0x81 // MCU: session started (HelloAck)
+	TypeSetAck      Type = 0x82 // MCU: SET applied (ChannelReport)
+	TypeHaltAck     Type = 0x83 // MCU: HALT applied (ChannelReport)
+	TypePong        Type = 0x84 // MCU: heartbeat answered (Pong)
+	TypeDescribeAck Type = 0x85 // MCU: one channel described (ChannelDescription)
+	TypeTelemetry   Type = 0xA0 // MCU: unsolicited state report (Telemetry)
+	TypeNak         Type = 0xFF // MCU: request refused, nothing changed (Nak)
 )
 
 // FromMCU reports whether frames of this type are sent by the MCU.
@@ -55,9 +61,9 @@ func (t Type) FromMCU() bool { return t&0x80 != 0 }
 func (t Type) String() string { return nameOr(typeNames, t, "TYPE_0x%02X") }
 
 var typeNames = map[Type]string{
-	TypeHello: "HELLO", TypeSet: "SET", TypeHalt: "HALT", TypePing: "PING",
+	TypeHello: "HELLO", TypeSet: "SET", TypeHalt: "HALT", TypePing: "PING", TypeDescribe: "DESCRIBE",
 	TypeHelloAck: "HELLO_ACK", TypeSetAck: "SET_ACK", TypeHaltAck: "HALT_ACK", TypePong: "PONG",
-	TypeTelemetry: "TELEMETRY", TypeNak: "NAK",
+	TypeDescribeAck: "DESCRIBE_ACK", TypeTelemetry: "TELEMETRY", TypeNak: "NAK",
 }
 
 // nameOr returns k's name in names, or, for a value with none, the number

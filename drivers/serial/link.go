@@ -69,6 +69,7 @@ type Link struct {
 	voltsAt  time.Time
 	faults   Faults
 	stats    Stats
+	tableMsg string // the last channel-table refusal logged
 }
 
 type session struct {
@@ -76,6 +77,14 @@ type session struct {
 	window    int
 	heartbeat time.Duration
 	stale     time.Duration // a report older than this is not believed
+
+	// The channel-table check (table.go).
+	checking    bool                       // not done yet: not ready, Set waits
+	describe    []int                      // channels still to DESCRIBE
+	described   map[int]ChannelDescription // the MCU's answers
+	describeNak []string                   // DESCRIBEs the MCU refused
+	noDescribe  bool                       // the MCU does not know DESCRIBE
+	tableErr    *Error                     // the table disagrees with Config.Expect
 }
 
 type report struct {
@@ -216,6 +225,12 @@ func (l *Link) Ready() error {
 	defer l.mu.Unlock()
 	if err := l.notLinkedLocked("ready"); err != nil {
 		return err
+	}
+	if l.sess.checking {
+		return errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: session starting: checking the MCU's channel table", l.cfg.Name)
+	}
+	if l.sess.tableErr != nil {
+		return l.sess.tableErr
 	}
 	if l.faults != 0 {
 		return errorf(CodeMCUFault, nil, "%s: the MCU reports faults: %v", l.cfg.Name, l.faults)
@@ -511,6 +526,7 @@ func (l *Link) tickLocked(now time.Time) {
 			l.writeLocked(p.frame, now)
 		}
 	}
+	l.describeLocked(now)
 	if now.Sub(l.lastTx) >= l.sess.heartbeat && l.roomLocked() {
 		l.pending = append(l.pending, l.newRequestLocked(TypePing, -1, nil, now))
 	}
@@ -577,6 +593,13 @@ func (l *Link) onFrameLocked(f Frame, now time.Time) {
 		if n.Code == NakNoSession {
 			endCause = errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: the MCU has no session (it restarted, or its watchdog fired)", l.cfg.Name)
 		}
+		if p.typ == TypeDescribe {
+			l.onDescribeLocked(f, p.ch)
+		}
+	case TypeDescribeAck:
+		if !l.onDescribeLocked(f, p.ch) {
+			return
+		}
 	case TypeSetAck, TypeHaltAck:
 		var r ChannelReport
 		if r.UnmarshalBinary(f.Payload) != nil || int(r.Channel) != p.ch {
@@ -597,6 +620,10 @@ func (l *Link) onFrameLocked(f Frame, now time.Time) {
 	l.broadcastLocked()
 	if endCause != nil {
 		l.endSessionLocked(endCause, nil)
+		return
+	}
+	if p.typ == TypeDescribe {
+		l.finishCheckLocked()
 	}
 }
 
@@ -672,6 +699,7 @@ func (l *Link) onHelloReplyLocked(f Frame, now time.Time) {
 	}
 	l.log.Info("serial session up", "channels", a.Channels, "supplies", a.Supplies, "window", l.sess.window,
 		"max_duration", a.MaxDuration, "heartbeat", l.sess.heartbeat)
+	l.startCheckLocked()
 	l.broadcastLocked()
 }
 
@@ -720,14 +748,24 @@ func (l *Link) call(ctx context.Context, typ Type, ch int, payload []byte, what 
 			l.mu.Unlock()
 			return Frame{}, errorf(CodeNoChannel, actuators.ErrNotApplied, "%s: the MCU has %d channels (0..%d); nothing sent", what, n, int(n)-1)
 		}
-		if l.roomLocked() && ctx.Err() == nil {
+		// SET waits for the channel-table check and is refused after a
+		// mismatch. HALT is not: it only makes an output inert, and the
+		// MCU applies its own polarity to that.
+		if typ == TypeSet && l.sess.tableErr != nil {
+			e := *l.sess.tableErr
+			e.Msg = what + ": " + e.Msg + "; nothing sent"
+			e.Err = actuators.ErrNotApplied
+			l.mu.Unlock()
+			return Frame{}, &e
+		}
+		if l.roomLocked() && ctx.Err() == nil && (typ != TypeSet || !l.sess.checking) {
 			break
 		}
 		wait := l.changed
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return Frame{}, errorf(CodeBusy, actuators.ErrNotApplied, "%s: no room in the window before the context ended (%v); nothing sent", what, ctx.Err())
+			return Frame{}, errorf(CodeBusy, actuators.ErrNotApplied, "%s: no room in the window (or the channel table not yet checked) before the context ended (%v); nothing sent", what, ctx.Err())
 		case <-wait:
 		}
 		l.mu.Lock()

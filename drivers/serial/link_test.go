@@ -466,6 +466,37 @@ func TestMismatchInDoubt(t *testing.T) {
 	}
 }
 
+// TestOutOfToleranceSaysSo: a SET_ACK further from the target than the
+// tolerance is in doubt, and its error says what happened — the read-back
+// differed from the target by more than the tolerance, with both values —
+// not that the link was lost: it was not.
+func TestOutOfToleranceSaysSo(t *testing.T) {
+	o := fourChannels()
+	o.Channels[0].Quantum = 0.18 // whole microseconds of a 1000..2000 us servo
+	r := newRig(t, o, fastConfig())
+	r.ready()
+	gripper := r.channel(0)
+	err := r.set(gripper, 20)
+	if serial.CodeOf(err) != serial.CodeMismatch || !inDoubt(err) {
+		t.Fatalf("set 20 on a quantising channel without tolerance: %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"read-back 19.98", "target 20", "more than the tolerance 0"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "link lost") || errors.Is(err, actuators.ErrLinkLost) {
+		t.Errorf("error %q says the link was lost; it was not", msg)
+	}
+	if !errors.Is(err, serial.ErrMismatch) {
+		t.Errorf("error %q does not wrap serial.ErrMismatch", msg)
+	}
+	if err := r.l.Ready(); err != nil {
+		t.Errorf("the link is not ready after an out-of-tolerance ack: %v", err)
+	}
+}
+
 func TestHalt(t *testing.T) {
 	r := newRig(t, fourChannels(), fastConfig())
 	r.ready()

@@ -365,3 +365,108 @@ func (m *Telemetry) UnmarshalBinary(p []byte) error {
 	*m = v
 	return nil
 }
+
+// ChannelKind is what drives a channel, as DESCRIBE_ACK reports it.
+type ChannelKind uint8
+
+// The channel kinds of DESCRIBE_ACK. An MCU that does not say what a
+// channel is reports KindAny, which the host accepts for any actuator.
+const (
+	KindAny      ChannelKind = 0 // not said: any actuator kind
+	KindServo    ChannelKind = 1 // a hobby servo: 0..180000 milli-degrees as pulse_min_us..pulse_max_us
+	KindPWM      ChannelKind = 2 // a PWM output: duty 0..1000
+	KindDigital  ChannelKind = 3 // an on/off output: 0 or 1000
+	KindSetpoint ChannelKind = 4 // a scalar the board passes on (a motor controller's setpoint)
+)
+
+// String returns the kind's name: any, servo, pwm, digital, setpoint.
+func (k ChannelKind) String() string { return nameOr(kindNames, k, "kind %d") }
+
+var kindNames = map[ChannelKind]string{
+	KindAny: "any", KindServo: "servo", KindPWM: "pwm", KindDigital: "digital", KindSetpoint: "setpoint",
+}
+
+// DescribeFlags are the flags of a ChannelDescription.
+type DescribeFlags uint8
+
+// The flags of DESCRIBE_ACK; other bits are reserved (0).
+const (
+	// DescribeActiveLow: the output is active-low — logical on (or a
+	// duty's high share) drives its pin LOW, off drives it HIGH. The host
+	// still sends logical values; the MCU applies the polarity.
+	DescribeActiveLow DescribeFlags = 1 << 0
+	// DescribeSafeDetach: the MCU's power-on, watchdog and e-stop detach
+	// the channel rather than drive it to Safe.
+	DescribeSafeDetach DescribeFlags = 1 << 1
+)
+
+// NoPin in ChannelDescription.Pin: the MCU names no pin for the channel.
+const NoPin uint8 = 0xFF
+
+// DescribeRequest is the payload of DESCRIBE (1 byte): which channel.
+type DescribeRequest struct {
+	Channel uint8
+}
+
+// AppendBinary appends the payload to b.
+func (m DescribeRequest) AppendBinary(b []byte) ([]byte, error) { return append(b, m.Channel), nil }
+
+// UnmarshalBinary decodes the payload.
+func (m *DescribeRequest) UnmarshalBinary(p []byte) error {
+	if err := wantLen(TypeDescribe, p, 1); err != nil {
+		return err
+	}
+	m.Channel = p[0]
+	return nil
+}
+
+// ChannelDescription is the payload of DESCRIBE_ACK (20 bytes, exactly):
+// one row of the MCU's channel table.
+//
+//	channel u8, kind u8, flags u8, pin u8, min i32, max i32, safe i32,
+//	pulse_min_us u16, pulse_max_us u16
+type ChannelDescription struct {
+	Channel uint8
+	Kind    ChannelKind
+	Flags   DescribeFlags
+	// Pin is the board's pin number (Arduino numbering on an Uno), or
+	// NoPin.
+	Pin uint8
+	// Min and Max bound what SET accepts, thousandths of the unit.
+	Min, Max int32
+	// Safe is the value power-on, the watchdog and the e-stop drive the
+	// channel to (0 with DescribeSafeDetach).
+	Safe int32
+	// PulseMinUS and PulseMaxUS are a servo's calibration: its pulse at 0
+	// and at 180 degrees, in microseconds (0 for other kinds).
+	PulseMinUS, PulseMaxUS uint16
+}
+
+// DescribeAckLen is the payload length of DESCRIBE_ACK.
+const DescribeAckLen = 20
+
+// AppendBinary appends the payload to b.
+func (m ChannelDescription) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, m.Channel, byte(m.Kind), byte(m.Flags), m.Pin)
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.Min))
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.Max))
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.Safe))
+	b = binary.LittleEndian.AppendUint16(b, m.PulseMinUS)
+	return binary.LittleEndian.AppendUint16(b, m.PulseMaxUS), nil
+}
+
+// UnmarshalBinary decodes the payload.
+func (m *ChannelDescription) UnmarshalBinary(p []byte) error {
+	if err := wantLen(TypeDescribeAck, p, DescribeAckLen); err != nil {
+		return err
+	}
+	*m = ChannelDescription{
+		Channel: p[0], Kind: ChannelKind(p[1]), Flags: DescribeFlags(p[2]), Pin: p[3],
+		Min:        int32(binary.LittleEndian.Uint32(p[4:])),
+		Max:        int32(binary.LittleEndian.Uint32(p[8:])),
+		Safe:       int32(binary.LittleEndian.Uint32(p[12:])),
+		PulseMinUS: binary.LittleEndian.Uint16(p[16:]),
+		PulseMaxUS: binary.LittleEndian.Uint16(p[18:]),
+	}
+	return nil
+}

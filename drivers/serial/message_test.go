@@ -23,6 +23,10 @@ func decoderFor(t Type) encoding.BinaryUnmarshaler {
 		return new(SetRequest)
 	case TypeHalt:
 		return new(HaltRequest)
+	case TypeDescribe:
+		return new(DescribeRequest)
+	case TypeDescribeAck:
+		return new(ChannelDescription)
 	case TypeHelloAck:
 		return new(HelloAck)
 	case TypeSetAck, TypeHaltAck:
@@ -51,6 +55,11 @@ func TestMessagesRoundTrip(t *testing.T) {
 		{TypeSetAck, ChannelReport{Channel: 1, ChannelState: ChannelState{Flags: FlagDetached, Value: 90000}}, "\x01\x01\x90\x5f\x01\x00"},
 		{TypePong, Pong{Faults: FaultSupply | FaultOutput}, "\x0c\x00"},
 		{TypeNak, Nak{Code: NakRange, Detail: 2}, "\x02\x02"},
+		{TypeDescribe, DescribeRequest{Channel: 4}, "\x04"},
+		{TypeDescribeAck, ChannelDescription{Channel: 4, Kind: KindDigital, Flags: DescribeActiveLow, Pin: 8, Min: 0, Max: 1000, Safe: 0},
+			"\x04\x03\x01\x08\x00\x00\x00\x00\xe8\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"},
+		{TypeDescribeAck, ChannelDescription{Channel: 0, Kind: KindServo, Pin: 9, Min: 0, Max: 180000, Safe: 90000, PulseMinUS: 1000, PulseMaxUS: 2000},
+			"\x00\x01\x00\x09\x00\x00\x00\x00\x20\xbf\x02\x00\x90\x5f\x01\x00\xe8\x03\xd0\x07"},
 		{TypeTelemetry, Telemetry{Faults: 0, Volts: []int32{12340, NoReading}, Channels: []ChannelState{{0, 1000}, {FlagFault, -1}}},
 			"\x00\x00\x02\x34\x30\x00\x00\x00\x00\x00\x80\x02\x00\xe8\x03\x00\x00\x02\xff\xff\xff\xff"},
 		{TypeTelemetry, Telemetry{Volts: []int32{}, Channels: []ChannelState{}}, "\x00\x00\x00\x00"},

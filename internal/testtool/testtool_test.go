@@ -3,6 +3,7 @@ package testtool
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // recorder stands in for a test, to see whether Need failed or skipped.
@@ -34,5 +35,28 @@ func TestNeed(t *testing.T) {
 	t.Setenv("CI", "true")
 	if r := new(recorder).run(func(tb testing.TB) { Need(tb, "x", "no-such-program-here") }); !r.failed || r.skipped {
 		t.Errorf("under CI: failed %v, skipped %v; want a failure", r.failed, r.skipped)
+	}
+}
+
+// TestSlow: SAGA_TEST_SLOW stretches a time; unset, it is left alone.
+func TestSlow(t *testing.T) {
+	t.Setenv(SlowEnv, "")
+	if d := Slow(200 * time.Millisecond); d != 200*time.Millisecond {
+		t.Errorf("unset: %v, want 200ms", d)
+	}
+	t.Setenv(SlowEnv, "2.5")
+	if d := Slow(200 * time.Millisecond); d != 500*time.Millisecond {
+		t.Errorf("2.5: %v, want 500ms", d)
+	}
+	for _, bad := range []string{"0.5", "x", "1000"} {
+		t.Setenv(SlowEnv, bad)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s=%s accepted", SlowEnv, bad)
+				}
+			}()
+			Slow(time.Second)
+		}()
 	}
 }

@@ -30,9 +30,10 @@ const DefaultName = "default.yaml"
 
 // Default returns a fresh copy of the embedded default configuration. It
 // would panic only if DefaultYAML did not parse, which TestDefault rules out
-// for every build.
+// for every build. It reads no file: its operator token, generated, is
+// read (or created) by the daemon at start (daemon.EnsureResetToken).
 func Default() *Config {
-	c, err := Parse(DefaultYAML, DefaultName)
+	c, err := parse(&decoder{file: DefaultName, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}, defaultConfig: true}, DefaultYAML)
 	if err != nil {
 		panic("config: the embedded default does not parse: " + err.Error())
 	}
@@ -296,7 +297,87 @@ type HTTP struct {
 	// page cannot rebind its own DNS name to this address and speak to the
 	// supervisor as if it were its own origin.
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// GenerateResetToken: the token in ResetTokenFile is the supervisor's
+	// own. `run` creates the file at start when it is missing (a random
+	// token, mode 0600) and uses the one it finds otherwise, never
+	// replacing it; Parse and Load leave ResetToken empty for it (see
+	// daemon.EnsureResetToken). Default true; false: a named file must exist.
+	GenerateResetToken bool `yaml:"generate_reset_token"`
+	// TLS serves HTTPS instead of plain HTTP. Required on a listener other
+	// machines can reach, where the tokens and the session cookie would
+	// otherwise cross the network in clear.
+	TLS HTTPTLS `yaml:"tls"`
+	// Login: every request but the login page's own (GET /login, its
+	// script and style, POST /login, POST /logout), /healthz and /readyz
+	// needs a session cookie (set by POST /login) or a bearer token, the
+	// operator's or the viewer's. Default: on when Listen is beyond
+	// loopback, off on loopback (ctl, curl and the dashboard on the robot
+	// need none, as before). Off beyond loopback is refused.
+	Login bool `yaml:"login"`
+	// ViewerTokenFile holds the viewer token: a login that may read the
+	// status, the events, the dashboard and the metrics, and halt, but
+	// never reset. "" (default): no viewer token. Relative to state_dir.
+	ViewerTokenFile string `yaml:"viewer_token_file"`
+	// GenerateViewerToken: as GenerateResetToken, for ViewerTokenFile
+	// (default false: a named file must exist).
+	GenerateViewerToken bool `yaml:"generate_viewer_token"`
+	// ViewerToken is the viewer token, read from ViewerTokenFile by Load
+	// (or created by the daemon at start: daemon.EnsureViewerToken).
+	ViewerToken Secret `yaml:"-"`
+	// SessionTTL is how long a login lasts before the session cookie is
+	// refused and the page asks for the token again (default 12h,
+	// 1s..168h).
+	SessionTTL time.Duration `yaml:"session_ttl"`
 }
+
+// HTTPTLS configures the HTTP listener's TLS: a certificate and key of
+// the operator's (cert_file, key_file), or a self-signed pair the daemon
+// generates at its first start (self_signed). Go's crypto/tls defaults
+// apply, with TLS 1.2 at least.
+type HTTPTLS struct {
+	// CertFile and KeyFile are PEM files: the certificate (chain) and its
+	// private key (mode 0600 or 0400). With SelfSigned their defaults are
+	// DefaultHTTPCertFile and DefaultHTTPKeyFile.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// SelfSigned: when neither file exists, the daemon writes a
+	// self-signed ECDSA P-256 certificate and key there at start (mode
+	// 0600), naming http.listen's host, this machine's host name (and
+	// <name>.local), localhost, 127.0.0.1, ::1 and http.allowed_hosts, and
+	// uses them from then on; the banner and the log print its SHA-256
+	// fingerprint for the operator to compare with the browser's.
+	SelfSigned bool `yaml:"self_signed"`
+	// HSTS sends Strict-Transport-Security (one year): for a certificate
+	// browsers trust. Off by default: on a self-signed one a browser would
+	// refuse the click-through that accepts it.
+	HSTS bool `yaml:"hsts"`
+}
+
+// Enabled reports whether the listener serves TLS (after Parse, a
+// self-signed pair has its file names).
+func (t HTTPTLS) Enabled() bool { return t.CertFile != "" || t.SelfSigned }
+
+// Default file names of a self-signed HTTP certificate and key (relative
+// to state_dir, like every path).
+const (
+	DefaultHTTPCertFile = "./saga-data/http/tls.crt"
+	DefaultHTTPKeyFile  = "./saga-data/http/tls.key"
+)
+
+// Default and bounds of http.session_ttl.
+const (
+	DefaultSessionTTL = 12 * time.Hour
+	MinSessionTTL     = time.Second
+	MaxSessionTTL     = 7 * 24 * time.Hour
+)
+
+// OperatorTokenFile is where the operator token is kept: the file the
+// daemon reads it from (and, with generate_reset_token, creates), which
+// `ctl reset` reads when given no token, and which the banner and the
+// dashboard name. "" when there is none: an inline reset_token, or no
+// token at all. A relative path was resolved against state_dir by Parse,
+// as every path of the config is.
+func (h HTTP) OperatorTokenFile() string { return h.ResetTokenFile }
 
 // Sim configures the simulated world.
 type Sim struct {

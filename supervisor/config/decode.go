@@ -92,7 +92,11 @@ func Load(path string) (*Config, error) {
 // The returned error lists every problem found (errors.Join of *Error),
 // sorted by line.
 func Parse(data []byte, name string) (*Config, error) {
-	d := &decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}}
+	return parse(&decoder{file: name, at: map[string]place{}, bad: map[string]bool{}, claims: map[string]string{}}, data)
+}
+
+func parse(d *decoder, data []byte) (*Config, error) {
+	name := d.file
 	c := d.parse(data)
 	if len(d.errs) > 0 {
 		return nil, d.joined()
@@ -139,6 +143,9 @@ type decoder struct {
 	resources []claim
 	// noSecrets: read none of the files the config names (ParseLayout).
 	noSecrets bool
+	// defaultConfig: parsing the embedded default (Default), whose
+	// generated operator token is the daemon's to read or create.
+	defaultConfig bool
 }
 
 func (d *decoder) parse(data []byte) *Config {

@@ -58,7 +58,16 @@
 // mqtt.tls.key_file is mode-checked the same way (the transport reads it).
 // Secrets are held as Secret, which prints as "[redacted]".
 //
-// Relative paths (journal.dir, sim.world, secret files) are relative to the
-// process's working directory, not to the config file, so the embedded
-// default and a copy of it behave alike.
+// The operator token is generated unless the config says otherwise:
+// reset_token_file defaults to ./saga-data/operator-token and
+// generate_reset_token to true. A generated token's file is read at load
+// when it exists; when it does not, the daemon creates it at start
+// (daemon.EnsureResetToken), and Default reads nothing at all.
+// HTTP.OperatorTokenFile is where the token is kept, for the daemon and
+// `ctl reset` alike.
+//
+// Relative paths (journal.dir, sim.world, secret files) are relative to
+// state_dir (default ".", the process's working directory), never to the
+// config file, so the embedded default and a copy of it behave alike
+// (ResolvePath).
 package config

@@ -910,6 +910,7 @@ mqtt:
   auth: {anonymous: false}
 http:
   listen: 0.0.0.0:8080
+  tls: {self_signed: true}
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
 `

@@ -32,7 +32,7 @@ func (d *decoder) resolvePaths(c *Config) {
 		&c.Journal.Dir, &c.Journal.Retention.ArchiveDir,
 		&c.MQTT.PasswordFile, &c.MQTT.TLS.CAFile, &c.MQTT.TLS.CertFile, &c.MQTT.TLS.KeyFile,
 		&c.MQTT.Auth.PasswordFile, &c.MQTT.Auth.CredentialsDir,
-		&c.HTTP.ResetTokenFile, &c.Sim.World,
+		&c.HTTP.ResetTokenFile, &c.HTTP.ViewerTokenFile, &c.HTTP.TLS.CertFile, &c.HTTP.TLS.KeyFile, &c.Sim.World,
 	} {
 		*p = ResolvePath(c.StateDir, *p)
 	}

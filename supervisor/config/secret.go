@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
 )
@@ -39,3 +42,10 @@ func readSecret(path string) (Secret, error) {
 
 // checkSecretFile checks a secret file's type and mode without opening it.
 func checkSecretFile(path string) error { return secretfile.Check(path) }
+
+// missing reports whether nothing at all is at path (not even a dangling
+// link): a generated secret that is yet to be created.
+func missing(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, fs.ErrNotExist)
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -99,7 +100,7 @@ func defaults() *Config {
 			HomeAssistant: HomeAssistant{DiscoveryPrefix: "homeassistant", User: "homeassistant"},
 			Fleet:         Fleet{Period: 5 * time.Second},
 		},
-		HTTP:      HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:      HTTP{Listen: "127.0.0.1:8080", ResetTokenFile: DefaultResetTokenFile, GenerateResetToken: true, SessionTTL: DefaultSessionTTL},
 		Sim:       Sim{World: "./saga-data/world"},
 		Approvals: Approvals{MaxTTL: approval.DefaultMaxTTL},
 	}
@@ -121,8 +122,25 @@ func (a *Actuator) setDefaults() {
 	}
 }
 
+// DefaultResetTokenFile is http.reset_token_file's default: the operator
+// token beside the journal and the MQTT credentials, generated at the
+// first start (http.generate_reset_token).
+const DefaultResetTokenFile = "./saga-data/operator-token"
+
 // complete fills the defaults that depend on other settings.
 func (d *decoder) complete(c *Config) {
+	if c.HTTP.ResetToken != "" && !d.set("http.reset_token_file") {
+		// An inline token is the operator's: no file to read or generate.
+		c.HTTP.ResetTokenFile = ""
+	}
+	if !d.set("http.login") {
+		// A login wherever other machines can reach the listener; none
+		// on loopback, where ctl, curl and the dashboard work as before.
+		c.HTTP.Login = c.HTTP.Listen != "" && !listenLoopback(c.HTTP.Listen)
+	}
+	if t := &c.HTTP.TLS; t.SelfSigned && !d.set("http.tls.cert_file") && !d.set("http.tls.key_file") {
+		t.CertFile, t.KeyFile = DefaultHTTPCertFile, DefaultHTTPKeyFile
+	}
 	if !c.MQTT.Embedded() && !d.set("mqtt.listen") {
 		c.MQTT.Listen = ""
 	}
@@ -559,25 +577,36 @@ func checkBrokerURL(s string) error {
 }
 
 // checkListen checks a host:port to listen on, and warns when it is
-// reachable from other machines.
+// reachable from other machines (http.listen's own rules are
+// validateHTTP's: it calls parseListen).
 func (d *decoder) checkListen(path, addr string) error {
+	loopback, port, err := parseListen(addr)
+	if err != nil {
+		return err
+	}
+	if !loopback {
+		d.warnf(path, "%s", d.beyondLoopback(path, addr, port))
+	}
+	return nil
+}
+
+// parseListen checks a host:port to listen on and says whether only this
+// machine can reach it.
+func parseListen(addr string) (loopback bool, port string, err error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("bad address %.60q: want host:port, e.g. 127.0.0.1:8080", addr)
+		return false, "", fmt.Errorf("bad address %.60q: want host:port, e.g. 127.0.0.1:8080", addr)
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("bad port %.20q in %.60q: want a number 0..65535", port, addr)
+		return false, "", fmt.Errorf("bad port %.20q in %.60q: want a number 0..65535", port, addr)
 	}
-	loopback := host == "localhost"
+	loopback = host == "localhost"
 	if ip, err := netip.ParseAddr(host); err == nil {
 		loopback = ip.IsLoopback()
 	} else if host != "" && !validHostname(host) {
-		return fmt.Errorf("bad host %.60q in %.60q", host, addr)
+		return false, "", fmt.Errorf("bad host %.60q in %.60q", host, addr)
 	}
-	if !loopback {
-		d.warnf(path, "%s", beyondLoopback(path, addr, port))
-	}
-	return nil
+	return loopback, port, nil
 }
 
 // unitIPRules are the IP rules of the shipped systemd unit
@@ -586,19 +615,36 @@ func (d *decoder) checkListen(path, addr string) error {
 // TestShippedFilesAgree keeps this text and the unit in step.
 const unitIPRules = "IPAddressDeny=any and IPAddressAllow=localhost"
 
+// dropinCommand is the command that writes the unit's drop-in letting
+// other machines reach the listeners of this config (cmd/saga-supervisor's
+// systemd-dropin), as the operator types it.
+func (d *decoder) dropinCommand() string {
+	return "sudo saga-supervisor systemd-dropin --config " + shellWord(d.file)
+}
+
+// shellWord is s as one word of a POSIX shell: as it is when that is
+// safe, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./,:=+@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 // beyondLoopback is the warning for a listener at addr other machines
-// could reach: what the shipped unit does to their packets, and what to
-// do instead. The dashboard and the operator's endpoints have no TLS, so
-// the way in from another machine is an SSH tunnel to the loopback port
-// (the same command in docs/HARDWARE.md and docs/SECURITY.md).
-func beyondLoopback(path, addr, port string) string {
+// could reach: what the shipped unit does to their packets, and the
+// command whose drop-in lets them through. For HTTP (which by then has
+// TLS and a login: validateHTTP refuses it otherwise) it also gives the
+// SSH tunnel to the loopback port, the way in that needs neither (the
+// same command in docs/HARDWARE.md and docs/SECURITY.md).
+func (d *decoder) beyondLoopback(path, addr, port string) string {
 	if path == "http.listen" {
-		return fmt.Sprintf("%s is reachable from other machines (the default is 127.0.0.1), but the shipped systemd unit's %s drop their packets, "+
-			"and HTTP has no TLS (a reset from there is refused): keep 127.0.0.1:%s and reach it over SSH: "+
-			"ssh -N -L %s:127.0.0.1:%s USER@ROBOT, then open http://127.0.0.1:%s/ (docs/HARDWARE.md)", addr, unitIPRules, port, port, port, port)
+		return fmt.Sprintf("%s is reachable from other machines (the default is 127.0.0.1), but the shipped systemd unit's %s drop their packets: "+
+			"write the drop-in that lets them in (%s), or keep 127.0.0.1:%s and reach it over SSH: "+
+			"ssh -N -L %s:127.0.0.1:%s USER@ROBOT, then open https://127.0.0.1:%s/ (docs/HARDWARE.md)", addr, unitIPRules, d.dropinCommand(), port, port, port, port)
 	}
 	return fmt.Sprintf("%s is reachable from other machines (the default is 127.0.0.1), but the shipped systemd unit's %s drop their packets: "+
-		"allow their addresses (systemctl edit saga-supervisor: IPAddressAllow=192.168.1.0/24, say)", addr, unitIPRules)
+		"write the drop-in that lets them in (%s), or allow their addresses yourself (systemctl edit saga-supervisor: IPAddressAllow=192.168.1.0/24, say)", addr, unitIPRules, d.dropinCommand())
 }
 
 func validHostname(h string) bool {
@@ -619,16 +665,75 @@ func validHostname(h string) bool {
 }
 
 func (d *decoder) validateHTTP(h HTTP) {
-	if h.Listen != "" && d.ok("http.listen") {
-		if err := d.checkListen("http.listen", h.Listen); err != nil {
-			d.errorf("http.listen", "%v", err)
-		}
-	}
+	d.validateHTTPListener(h)
 	d.validateSecret("http.reset_token", h.ResetToken, "http.reset_token_file", h.ResetTokenFile)
 	if h.ResetToken != "" && h.ResetTokenFile == "" && d.ok("http.reset_token") {
-		if err := checkResetToken(h.ResetToken); err != nil {
+		if err := CheckResetToken(h.ResetToken.Reveal()); err != nil {
 			d.errorf("http.reset_token", "%v", err)
 		}
+	}
+	if h.GenerateViewerToken && h.ViewerTokenFile == "" && d.ok("http.viewer_token_file") {
+		d.errorf("http.generate_viewer_token", "needs viewer_token_file: the file the generated token is kept in (e.g. ./saga-data/viewer-token)")
+	}
+	if h.SessionTTL < MinSessionTTL || h.SessionTTL > MaxSessionTTL {
+		if d.ok("http.session_ttl") {
+			d.errorf("http.session_ttl", "%v is outside %v..%v", h.SessionTTL, MinSessionTTL, MaxSessionTTL)
+		}
+	}
+	if h.ResetToken != "" || h.ResetTokenFile != "" || !d.ok("http.reset_token_file") {
+		return
+	}
+	// No token at all: a halt could never be reset.
+	if d.set("http.generate_reset_token") && h.GenerateResetToken {
+		d.errorf("http.generate_reset_token", "needs reset_token_file: the file the generated token is kept in (e.g. %s)", DefaultResetTokenFile)
+		return
+	}
+	d.warnf("http.reset_token_file", "no operator token: a halt can never be reset (NO_OPERATOR_TOKEN); set reset_token_file (e.g. %s, generated at start)", DefaultResetTokenFile)
+}
+
+// validateHTTPListener applies the rules of a listener other machines can
+// reach, as validateEmbeddedAuth does for the embedded broker: there the
+// tokens and the session cookie would cross the network, so it needs TLS
+// and a login, and a login needs a token to log in with. On loopback
+// neither is needed (and both are allowed).
+func (d *decoder) validateHTTPListener(h HTTP) {
+	t := h.TLS
+	if t.CertFile != "" || t.KeyFile != "" {
+		if (t.CertFile == "") != (t.KeyFile == "") {
+			d.errorf(pick(d, "http.tls.cert_file", "http.tls.key_file"), "cert_file and key_file go together")
+		}
+	}
+	if t.HSTS && !t.Enabled() && d.ok("http.tls.hsts") {
+		d.errorf("http.tls.hsts", "Strict-Transport-Security needs TLS: set http.tls.self_signed: true, or cert_file and key_file")
+	}
+	if t.HSTS && t.SelfSigned && d.ok("http.tls.hsts") {
+		d.warnf("http.tls.hsts", "with a self-signed certificate a browser that has not imported it refuses the page outright, HSTS forbidding the click-through; keep hsts for a certificate browsers trust")
+	}
+	if h.Login && h.ResetToken == "" && h.ResetTokenFile == "" && h.ViewerTokenFile == "" && d.ok("http.reset_token_file", "http.viewer_token_file") {
+		d.errorf(pick(d, "http.login", "http.listen"), "the login needs a token to log in with, and none is configured: set http.reset_token_file "+
+			"(the operator's: %s, generated, by default) or http.viewer_token_file", DefaultResetTokenFile)
+	}
+	if h.Listen == "" || !d.ok("http.listen") {
+		return
+	}
+	loopback, port, err := parseListen(h.Listen)
+	if err != nil {
+		d.errorf("http.listen", "%v", err)
+		return
+	}
+	switch {
+	case loopback:
+	case !t.Enabled():
+		d.errorf("http.listen", "%s is reachable from other machines (the default is 127.0.0.1), and HTTP there needs TLS and a login, "+
+			"or the tokens and the session cookie would cross the network in clear: add http.tls.self_signed: true (or http.tls.cert_file and key_file; "+
+			"the login is then on by default) and write the drop-in that lets their packets through the shipped systemd unit's %s (%s); "+
+			"or keep 127.0.0.1:%s and reach it over SSH: ssh -N -L %s:127.0.0.1:%s USER@ROBOT, then open http://127.0.0.1:%s/ (docs/HARDWARE.md)",
+			h.Listen, unitIPRules, d.dropinCommand(), port, port, port, port)
+	case !h.Login:
+		d.errorf("http.login", "off on %s, which other machines can reach: anyone there could read the robot's state and halt it; "+
+			"remove login: false (a login is the default beyond loopback), or listen on 127.0.0.1", h.Listen)
+	default:
+		d.warnf("http.listen", "%s", d.beyondLoopback("http.listen", h.Listen, port))
 	}
 }
 
@@ -637,10 +742,10 @@ func (d *decoder) validateHTTP(h HTTP) {
 // an agent's request rate is the only limit).
 const MinResetTokenLen = 32
 
-// checkResetToken refuses a token too short to resist guessing, or one an
-// "Authorization: Bearer <token>" header cannot carry as it is.
-func checkResetToken(s Secret) error {
-	t := s.Reveal()
+// CheckResetToken refuses a token too short to resist guessing, or one an
+// "Authorization: Bearer <token>" header cannot carry as it is: the rule
+// for a token in a file, inline, or generated.
+func CheckResetToken(t string) error {
 	if len(t) < MinResetTokenLen {
 		return fmt.Errorf("the reset token is %d bytes: it must be at least %d (e.g. openssl rand -hex 32)", len(t), MinResetTokenLen)
 	}
@@ -677,9 +782,18 @@ func (d *decoder) readSecrets(c *Config) {
 		if s.file == "" || !d.ok(s.path) {
 			continue
 		}
+		if s.into == &c.HTTP.ResetToken && c.HTTP.GenerateResetToken {
+			// A generated token that is not there yet is created at start
+			// (daemon.EnsureResetToken); one that is there is checked now.
+			// The embedded default's is left to the daemon: Default reads
+			// nothing from the working directory.
+			if d.defaultConfig || missing(s.file) {
+				continue
+			}
+		}
 		v, err := readSecret(s.file)
 		if err == nil && s.into == &c.HTTP.ResetToken {
-			if err = checkResetToken(v); err != nil {
+			if err = CheckResetToken(v.Reveal()); err != nil {
 				err = fmt.Errorf("%s: %w", s.file, err)
 			}
 		}
@@ -689,12 +803,68 @@ func (d *decoder) readSecrets(c *Config) {
 		}
 		*s.into = v
 	}
+	d.readViewerToken(c)
+	d.checkHTTPTLS(c)
 	// The TLS client key is a secret too: refused if group or others may
 	// read it. Only its mode is checked here; the MQTT transport loads it.
 	if k := c.MQTT.TLS.KeyFile; k != "" && !c.MQTT.Embedded() && c.MQTT.UsesTLS() && d.ok("mqtt.tls.key_file") {
 		if err := checkSecretFile(k); err != nil {
 			d.errorf("mqtt.tls.key_file", "%v", err)
 		}
+	}
+}
+
+// readViewerToken reads http.viewer_token_file — unless it is to be
+// generated and is not there yet (daemon.EnsureViewerToken) — with the
+// operator token's rules; the two tokens must differ, or a login could not
+// tell the roles apart.
+func (d *decoder) readViewerToken(c *Config) {
+	h := &c.HTTP
+	if h.ViewerTokenFile == "" || !d.ok("http.viewer_token_file") {
+		return
+	}
+	if h.GenerateViewerToken && missing(h.ViewerTokenFile) {
+		return
+	}
+	v, err := readSecret(h.ViewerTokenFile)
+	if err == nil {
+		if err = CheckResetToken(v.Reveal()); err != nil {
+			err = fmt.Errorf("%s: %s", h.ViewerTokenFile, strings.Replace(err.Error(), "the reset token", "the viewer token", 1))
+		}
+	}
+	if err != nil {
+		d.errorf("http.viewer_token_file", "%v", err)
+		return
+	}
+	if h.ResetToken != "" && v == h.ResetToken {
+		d.errorf("http.viewer_token_file", "%s holds the operator token: the viewer token must be another, or a viewer could reset", h.ViewerTokenFile)
+		return
+	}
+	h.ViewerToken = v
+}
+
+// checkHTTPTLS checks the HTTP listener's certificate and key when they
+// are there: the key private to its owner, and the pair one that loads. A
+// self-signed pair not written yet is the daemon's to create
+// (daemon.EnsureHTTPCert).
+func (d *decoder) checkHTTPTLS(c *Config) {
+	t := c.HTTP.TLS
+	if t.CertFile == "" || t.KeyFile == "" || !d.ok("http.tls.cert_file", "http.tls.key_file") {
+		return
+	}
+	if t.SelfSigned && missing(t.CertFile) && missing(t.KeyFile) {
+		return
+	}
+	if err := checkSecretFile(t.KeyFile); err != nil {
+		d.errorf(pick(d, "http.tls.key_file", "http.tls.self_signed"), "%v", err)
+		return
+	}
+	if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+		hint := ""
+		if t.SelfSigned {
+			hint = " (to have a new self-signed pair generated, delete both files and restart)"
+		}
+		d.errorf(pick(d, "http.tls.cert_file", "http.tls.self_signed"), "%s and %s: %v%s", t.CertFile, t.KeyFile, err, hint)
 	}
 }
 

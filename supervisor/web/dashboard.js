@@ -1,9 +1,12 @@
 // saga-supervisor's live dashboard. It renders the snapshots the daemon
 // pushes over Server-Sent Events (GET /api/v1/events, "status" events whose
 // data is the Dashboard JSON of docs/API.md) and sends the two operator
-// actions: halt (anyone) and reset (the operator token, typed each time,
-// never stored). Everything is drawn with textContent: no data is ever
-// parsed as HTML.
+// actions: halt (anyone who may see the page) and reset (the operator
+// token, typed each time, never stored; or, on a listener with a login,
+// the operator's session). Everything is drawn with textContent: no data is
+// ever parsed as HTML. On a listener with a login (GET /api/v1/session
+// says so) the page goes to /login when it has no session or its session
+// ends; the session cookie is HttpOnly and never seen here.
 "use strict";
 
 // The server sends a snapshot at least every second: none for this long
@@ -85,6 +88,11 @@ function render(d) {
     $("halt-reason").textContent = "";
   }
   $("reasons").replaceChildren(...(st.reasons || []).map((r) => el("li", null, r)));
+  // Where the operator finds the token: the path only, never the token.
+  $("token-where").textContent = d.reset_token_file
+    ? "the operator token is in " + d.reset_token_file
+    : "";
+  $("token-where").title = d.reset_token_file || "";
   $("asof").textContent = "as of " + new Date(d.at).toLocaleTimeString();
 
   renderActuators(d);
@@ -200,6 +208,37 @@ function setLive(live, why) {
 
 let es = null;
 
+// The login, as GET /api/v1/session tells it: {login, role, via,
+// expires_at}. No login (loopback): {login: false}.
+let session = { login: false };
+
+// toLogin leaves for the login page: the session ended, or there is none.
+function toLogin() {
+  location.replace("/login");
+}
+
+async function whoAmI() {
+  const res = await fetch("/api/v1/session", { cache: "no-store", credentials: "same-origin" });
+  if (res.status === 401) {
+    toLogin();
+    return false;
+  }
+  session = await res.json();
+  if (session.login) {
+    const until = session.expires_at ? ", until " + new Date(session.expires_at).toLocaleTimeString() : "";
+    $("who-text").textContent = "logged in as " + session.role + until;
+    $("who").hidden = false;
+    // With a session the field may stay empty: the session then decides
+    // (an operator's resets without the token typed again; a viewer's is
+    // refused FORBIDDEN, and says so). A token typed decides instead.
+    $("token").required = false;
+    $("token").placeholder = session.role === "operator"
+      ? "not needed: logged in as operator"
+      : "the operator's (a viewer may not reset)";
+  }
+  return true;
+}
+
 function connect() {
   es = new EventSource("/api/v1/events");
   es.addEventListener("status", (ev) => {
@@ -219,7 +258,16 @@ function connect() {
     setLive(false, "reconnecting…");
     // EventSource retries by itself unless the server refused the stream
     // (503 when too many dashboards are open): then try again later.
-    if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+    // A stream refused for its session (401) is CLOSED too: then the
+    // session has ended, and the page goes to the login.
+    if (es.readyState === EventSource.CLOSED) {
+      if (session.login) {
+        fetch("/api/v1/session", { cache: "no-store", credentials: "same-origin" })
+          .then((r) => { if (r.status === 401) toLogin(); })
+          .catch(() => {});
+      }
+      setTimeout(connect, 3000);
+    }
   };
 }
 
@@ -241,7 +289,9 @@ async function post(path, headers, body) {
     headers: Object.assign({ "Content-Type": "application/json" }, headers),
     body: JSON.stringify(body),
     cache: "no-store",
-    credentials: "omit",
+    // The session cookie (a listener with a login) goes along; a page of
+    // another site never gets it sent (SameSite=Strict).
+    credentials: "same-origin",
   });
   let j = {};
   try {
@@ -253,6 +303,7 @@ async function post(path, headers, body) {
 }
 
 function refusal(r) {
+  if (r.body.code === "LOGIN_REQUIRED") return `refused (${r.status}) LOGIN_REQUIRED: the session has ended — log in again (/login)`;
   return `refused (${r.status}) ${r.body.code || ""}: ${r.body.message || ""}`;
 }
 
@@ -260,7 +311,7 @@ $("estop").addEventListener("click", async () => {
   try {
     const r = await post("/api/v1/halt", {}, { reason: "dashboard E-STOP" });
     if (r.body.ok) say("HALTED: " + (r.body.halt_reason || ""), true);
-    else say(refusal(r), false);
+    else say("E-STOP NOT SENT: " + refusal(r) + " — use another way to stop the robot", false);
   } catch (e) {
     say("E-STOP NOT SENT: " + e + " — use another way to stop the robot", false);
   }
@@ -273,7 +324,10 @@ $("reset-form").addEventListener("submit", async (ev) => {
   tok.value = ""; // never kept: typed for each reset
   const op = $("operator").value.trim();
   try {
-    const r = await post("/api/v1/reset", { Authorization: "Bearer " + token }, op ? { operator: op } : {});
+    // No token typed: the session decides (an operator's resets, a
+    // viewer's is refused FORBIDDEN).
+    const auth = token !== "" || !session.login ? { Authorization: "Bearer " + token } : {};
+    const r = await post("/api/v1/reset", auth, op ? { operator: op } : {});
     if (r.body.ok) say("reset: " + (r.body.ready ? "ready" : "not ready"), true);
     else say(refusal(r), false);
   } catch (e) {
@@ -281,4 +335,12 @@ $("reset-form").addEventListener("submit", async (ev) => {
   }
 });
 
-connect();
+$("logout").addEventListener("click", async () => {
+  try {
+    await fetch("/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}", cache: "no-store", credentials: "same-origin" });
+  } finally {
+    toLogin();
+  }
+});
+
+whoAmI().then((ok) => { if (ok) connect(); }, () => connect());

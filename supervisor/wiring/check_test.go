@@ -136,6 +136,18 @@ actuators:
   a: {kind: setpoint, driver: mcu, mcu: {board: pico, channel: 2}, min: 0, max: 1}
   b: {kind: setpoint, driver: mcu, mcu: {board: pico, channel: 2}, min: 0, max: 1}
 `, []string{"actuators.b.mcu.channel: channel 2 of mcus.pico is already used by actuators.a.mcu.channel (line 6)"}},
+	{"mcu active_low on a servo", `
+mcus:
+  uno: {port: /dev/ttyACM0}
+actuators:
+  pan: {kind: servo, driver: mcu, mcu: {board: uno, channel: 0, active_low: true}, min: 0, max: 180}
+`, []string{"actuators.pan.mcu.active_low: applies to digital, pulse and pwm outputs, not servo"}},
+	{"mcu active_low not a bool", `
+mcus:
+  uno: {port: /dev/ttyACM0}
+actuators:
+  pump: {kind: digital, driver: mcu, mcu: {board: uno, channel: 4, active_low: low}}
+`, []string{"actuators.pump.mcu.active_low"}},
 	{"mcu unknown board", `
 actuators:
   a: {kind: setpoint, driver: mcu, mcu: {board: nano, channel: 2}, min: 0, max: 1}

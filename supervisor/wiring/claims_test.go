@@ -306,6 +306,13 @@ func TestBoardRefusesPins(t *testing.T) {
 // accepted share hardware legitimately, or use what only another board
 // lacks.
 var accepted = []struct{ name, yaml string }{
+	{"an active-low relay and a pwm on an mcu", `
+mcus:
+  uno: {port: /dev/ttyACM0}
+actuators:
+  pump: {kind: digital, driver: mcu, mcu: {board: uno, channel: 4, active_low: true}}
+  fan: {kind: pwm, driver: mcu, mcu: {board: uno, channel: 2, tolerance: 0.003, active_low: false}}
+`},
 	{"several actuators on one PCA9685 board", `
 supplies:
   logic: {driver: ina219, i2c: {bus: "1", addr: 0x41}, min_volts: 4.75, max_volts: 5.4}

@@ -33,6 +33,12 @@ type MCUActuator struct {
 	// Tolerance accepts an acknowledged value this close to the one asked
 	// for (default 0: exact to the thousandth), for boards that quantise.
 	Tolerance float64 `yaml:"tolerance"`
+	// ActiveLow says the board drives this output active-low (on is pin
+	// LOW), as its table says; default false. It changes nothing that is
+	// sent (the board applies its own polarity): the supervisor checks it
+	// against the board's table (DESCRIBE) at every session and refuses a
+	// board that disagrees. Digital, pulse and pwm outputs only.
+	ActiveLow bool `yaml:"active_low"`
 }
 
 // MCUSupply is a supply measured by a microcontroller (driver: mcu) and
@@ -60,6 +66,9 @@ func checkMCUActuator(c *config.Check) {
 	}
 	if m.Tolerance < 0 {
 		c.Errorf("mcu.tolerance", "must not be negative")
+	}
+	if k := c.Actuator.Kind; m.ActiveLow && k != actuators.Digital && k != actuators.Pulse && k != actuators.PWM {
+		c.Errorf("mcu.active_low", "applies to digital, pulse and pwm outputs, not %s", k)
 	}
 }
 
@@ -125,11 +134,17 @@ func openMCUSupply(e *Env, _ string, s *config.Supply) (VoltSource, error) {
 // waiting briefly for the board to answer, so that crash recovery, which
 // runs right after the drivers are opened, finds it. The link is watched as
 // a safety input: the supervisor is not ready while it is down.
+//
+// The link checks the board's channel table against every actuator
+// configured on it (serial.Config.Expect) at each session. A board that
+// answers and disagrees now is refused here, so the supervisor does not
+// start; one that disagrees later (re-flashed) keeps it not ready.
 func board(e *Env, name string) (*serial.Link, error) {
 	return Shared(e, "mcu "+name, func() (*serial.Link, error) {
 		m := e.Config.MCUs[name]
 		sc := serial.Config{Name: name, Port: m.Port, VID: m.USB.VID, PID: m.USB.PID, SerialNumber: m.USB.SerialNumber,
-			Baud: m.Baud, LinkTimeout: m.LinkTimeout, AckTimeout: m.AckTimeout, Retries: m.Retries, Logger: e.Logger.With("mcu", name)}
+			Baud: m.Baud, LinkTimeout: m.LinkTimeout, AckTimeout: m.AckTimeout, Retries: m.Retries, Logger: e.Logger.With("mcu", name),
+			Expect: expected(e.Config, name)}
 		if m.Retries == 0 {
 			sc.Retries = serial.NoRetries
 		}
@@ -137,9 +152,10 @@ func board(e *Env, name string) (*serial.Link, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcu %s: %w", name, err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if err := l.WaitReady(ctx); err != nil {
+		if err := waitBoard(l, 3*time.Second); serial.CodeOf(err) == serial.CodeTable {
+			l.Close()
+			return nil, fmt.Errorf("mcu %s: %w", name, err)
+		} else if err != nil {
 			// Not fatal: the link keeps trying, and the supervisor is not
 			// ready (and its steps in doubt) until the board answers.
 			e.Logger.Warn("mcu not answering yet", "mcu", name, "err", err)
@@ -147,6 +163,36 @@ func board(e *Env, name string) (*serial.Link, error) {
 		e.Watch(BoardInput(name, l))
 		return l, nil
 	})
+}
+
+// waitBoard waits up to d for the link to be ready, and no longer once the
+// board's channel table is refused: that verdict stands for the session.
+func waitBoard(l *serial.Link, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(50*time.Millisecond, time.Until(deadline)))
+		err := l.WaitReady(ctx)
+		cancel()
+		if err == nil || serial.CodeOf(err) == serial.CodeTable || !time.Now().Before(deadline) {
+			return err
+		}
+	}
+}
+
+// expected lists what cfg says of board's channels: one serial.Expect per
+// actuator on it.
+func expected(cfg *config.Config, board string) []serial.Expect {
+	var list []serial.Expect
+	for _, name := range cfg.ActuatorNames() {
+		a := cfg.Actuators[name]
+		m, ok := a.Section.(*MCUActuator)
+		if a.Driver != "mcu" || !ok || m.Board != board {
+			continue
+		}
+		list = append(list, serial.Expect{Actuator: name, Channel: m.Channel, Kind: a.Kind, ActiveLow: m.ActiveLow,
+			Min: a.Min, Max: a.Max, Tolerance: m.Tolerance})
+	}
+	return list
 }
 
 // BoardInput returns a board's link as a safety input: not ready while it

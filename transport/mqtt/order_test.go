@@ -73,6 +73,16 @@ func (c *ackClient) count(topic string) int {
 	return len(c.ids[topic])
 }
 
+// waitFor waits up to 5 s for cond.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5s for %s", what)
+		}
+	}
+}
+
 func waitCount(t *testing.T, c *ackClient, topic string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); c.count(topic) < n; time.Sleep(time.Millisecond) {
@@ -149,25 +159,31 @@ func TestBackedUpRefusalsGiveWay(t *testing.T) {
 	a := tr.opt.Topics.Reply("a")
 	tr.reply("a", api.Reply{ID: "first", OK: true}, false)
 	waitCount(t, c, a, 1)
-	const served = 100
-	for i := range 1000 {
-		if i%10 == 0 {
-			tr.reply("a", api.Reply{ID: fmt.Sprintf("ok-%d", i/10), OK: true}, false)
-		}
-		tr.reply("a", api.ErrorReply(fmt.Sprintf("r-%d", i), &api.Error{Code: api.CodeRateLimited, Message: "over the rate"}), false)
+	const served, refused = 100, 1000
+	// What is tested is the lanes' choice, not the queue in front of them:
+	// that one drops whatever finds it full. The replies are put no faster
+	// than the publisher takes them into the lanes, which a slow machine
+	// (qemu, a Pi Zero) may not do as fast as this loop puts them.
+	put := func(rep api.Reply) {
+		waitFor(t, "the publisher to take a reply", func() bool { return len(tr.out) < cap(tr.out)-1 })
+		tr.reply("a", rep, false)
 	}
-	time.Sleep(100 * time.Millisecond) // the publisher has taken them all
-	for i := 0; ; i++ {
-		c.ack(a, i)
-		n := c.count(a)
-		if n == i+1 {
-			// Nothing more to send: wait a moment to be sure.
-			time.Sleep(20 * time.Millisecond)
-			if c.count(a) == n {
-				break
-			}
+	for i := range refused {
+		if i%10 == 0 {
+			put(api.Reply{ID: fmt.Sprintf("ok-%d", i/10), OK: true})
 		}
-		waitCount(t, c, a, i+2)
+		put(api.ErrorReply(fmt.Sprintf("r-%d", i), &api.Error{Code: api.CodeRateLimited, Message: "over the rate"}))
+	}
+	waitFor(t, "the publisher to take them all", func() bool { return len(tr.out) == 0 })
+	// Acknowledged one at a time until every reply was either handed to
+	// the client or dropped: then none is left waiting.
+	const total = 1 + served + refused
+	for i := 0; c.count(a)+int(tr.Dropped()) < total; i++ {
+		c.ack(a, i)
+		waitFor(t, "the next reply, or the last dropped", func() bool { return c.count(a) >= i+2 || c.count(a)+int(tr.Dropped()) == total })
+	}
+	if tr.Dropped() > refused {
+		t.Errorf("%d replies dropped, more than the %d refusals", tr.Dropped(), refused)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os/exec"
 	"testing"
 )
 
@@ -32,5 +33,23 @@ func TestStatus(t *testing.T) {
 func TestIndent(t *testing.T) {
 	if got := Indent("a\nb\n\n"); got != "    a\n    b\n" {
 		t.Errorf("Indent: %q", got)
+	}
+}
+
+// TestShellQuote: a word the shell reads back as it was written.
+func TestShellQuote(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, s := range []string{"./saga-data/operator-token", "/etc/saga supervisor/x.yaml", "it's", "$(rm -rf /)", "a\"b", "", "-x", "~/a", "*"} {
+		q := ShellQuote(s)
+		out, err := exec.Command(sh, "-c", "printf %s "+q).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("ShellQuote(%q) = %s: the shell reads %q (%v)", s, q, out, err)
+		}
+	}
+	if q := ShellQuote("./saga-data/operator-token"); q != "./saga-data/operator-token" {
+		t.Errorf("a plain path is quoted: %s", q)
 	}
 }

@@ -6,6 +6,13 @@
 // twice) and the MCU's link watchdog: with no valid frame within
 // MaxDuration every output goes to its safe value and the session ends.
 //
+// Channels may be typed as the reference firmware's are (firmware/saga_mcu:
+// servo with a pulse calibration, PWM, digital, active-low), and then
+// answer DESCRIBE, quantise and drive their pins (Drive) exactly as it
+// does: a differential test (firmware_test.go) runs the firmware's C core
+// and this package on the same scripts and one virtual clock, and demands
+// byte-identical replies.
+//
 // An MCU outlives its connections, as a board with its own power supply
 // does: Serve runs it over one byte stream (one end of a net.Pipe in unit
 // tests, a pty or a real serial port through ServePort), and may be called

@@ -11,16 +11,9 @@ import (
 // with valid frames, and changes an output only for a valid, in-order SET
 // (or HALT) — never for garbage.
 func FuzzMCU(f *testing.F) {
-	frame := func(seq uint8, t serial.Type, p []byte) []byte {
-		b, _ := serial.Frame{Seq: seq, Type: t, Payload: p}.MarshalBinary()
-		return b
+	for _, in := range fuzzMCUSeeds() {
+		f.Add(in)
 	}
-	hello := frame(0, serial.TypeHello, []byte{1})
-	set := frame(1, serial.TypeSet, []byte{0, 0x10, 0x27, 0, 0})
-	f.Add(append(append([]byte{}, hello...), set...))
-	f.Add(append(append(append([]byte{}, hello...), set...), set...))
-	f.Add(append(append([]byte("\xa5\x05junk"), hello...), frame(1, serial.TypeHalt, []byte{1})...))
-	f.Add(set)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := New(Options{Channels: []ChannelSpec{{Safe: 90}, {Min: -1, Max: 1}}, Supplies: []float64{12}, MaxDuration: time.Minute})
 		if err != nil {
@@ -62,4 +55,21 @@ func FuzzMCU(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzMCUSeeds are FuzzMCU's seeds; the differential test runs them too.
+func fuzzMCUSeeds() [][]byte {
+	frame := func(seq uint8, t serial.Type, p []byte) []byte {
+		b, _ := serial.Frame{Seq: seq, Type: t, Payload: p}.MarshalBinary()
+		return b
+	}
+	hello := frame(0, serial.TypeHello, []byte{1})
+	set := frame(1, serial.TypeSet, []byte{0, 0x10, 0x27, 0, 0})
+	return [][]byte{
+		append(append([]byte{}, hello...), set...),
+		append(append(append([]byte{}, hello...), set...), set...),
+		append(append([]byte("\xa5\x05junk"), hello...), frame(1, serial.TypeHalt, []byte{1})...),
+		set,
+		append(append([]byte{}, hello...), frame(1, serial.TypeDescribe, []byte{0})...),
+	}
 }

@@ -1,7 +1,6 @@
 package mcu
 
 import (
-	"bytes"
 	"encoding"
 	"fmt"
 	"math"
@@ -20,8 +19,19 @@ const (
 
 // ChannelSpec describes one simulated output.
 type ChannelSpec struct {
+	// Kind is what drives the channel, as DESCRIBE reports it. The zero
+	// value, serial.KindAny, and serial.KindSetpoint take any value in
+	// Min..Max as it is (rounded to Quantum). serial.KindServo, KindPWM
+	// and KindDigital behave as the reference firmware's channels do
+	// (firmware/saga_mcu/src/saga_core.c): a servo's value becomes a pulse
+	// in half-microseconds of its calibration, a PWM's an 8-bit duty, a
+	// digital output's 0 or 1000 only; SET_ACK reports the value applied,
+	// and a halted or safe-detached PWM or digital output reads 0.
+	Kind serial.ChannelKind
 	// Min and Max bound what the channel accepts; a SET outside is NAKed
-	// with serial.NakRange. Min == Max == 0 accepts any value.
+	// with serial.NakRange. Min == Max == 0 accepts any value (for a
+	// servo, PWM or digital channel: the kind's whole range, 0..180 or
+	// 0..1).
 	Min, Max float64
 	// Safe is the value the watchdog, Reset and power-on drive the output
 	// to, unless SafeDetach.
@@ -31,9 +41,23 @@ type ChannelSpec struct {
 	SafeDetach bool
 	// Quantum, if > 0, rounds every applied value to a multiple of it, as
 	// a servo library with whole-microsecond pulses does. SET_ACK reports
-	// the rounded value.
+	// the rounded value. KindAny and KindSetpoint only.
 	Quantum float64
+	// ActiveLow: logical on drives the pin LOW, off drives it HIGH (PWM
+	// and digital channels; Drive shows the pin). DESCRIBE reports it.
+	ActiveLow bool
+	// PulseMinUS and PulseMaxUS calibrate a servo: its pulse at 0 and at
+	// 180 degrees (default 1000 and 2000).
+	PulseMinUS, PulseMaxUS uint16
+	// Pin is the board's pin DESCRIBE reports for a servo, PWM or digital
+	// channel; KindAny and KindSetpoint report serial.NoPin.
+	Pin uint8
 }
+
+// SupplyRange is the span of a supply's voltage the simulated firmware
+// accepts: outside it, the MCU raises serial.FaultSupply. Min == Max == 0
+// accepts any.
+type SupplyRange struct{ Min, Max float64 }
 
 // Options configure an MCU.
 type Options struct {
@@ -53,6 +77,13 @@ type Options struct {
 	// FrameGap: a partial frame followed by this much silence is given up
 	// (default DefaultFrameGap), as docs/SERIAL.md asks of both ends.
 	FrameGap time.Duration
+	// DescribeUnsupported makes the MCU answer DESCRIBE with NAK
+	// UNSUPPORTED, as firmware written before DESCRIBE does.
+	DescribeUnsupported bool
+	// SupplyRanges, if given, has one entry per supply: each telemetry
+	// raises serial.FaultSupply while a supply is outside its range and
+	// clears it once all are inside, as the reference firmware does.
+	SupplyRanges []SupplyRange
 }
 
 // Stats counts what an MCU has seen and done.
@@ -75,23 +106,33 @@ type Stats struct {
 type output struct {
 	value    int32 // milli-units
 	detached bool
+	drive    int32 // what the pin does (Drive)
+}
+
+// channel is a ChannelSpec in thousandths, as the firmware's table has it.
+type channel struct {
+	kind                   serial.ChannelKind
+	safe, quantum          int32
+	min, max               int32
+	safeDetach, activeLow  bool
+	pulseMinUS, pulseMaxUS uint16
+	pin                    uint8
 }
 
 type cached struct {
 	valid bool
 	seq   uint8
 	req   []byte // type and payload of the request
+	crc   uint16 // the request frame's CRC
 	reply []byte // the frame sent in answer
 }
 
 // MCU is a simulated microcontroller. All methods are safe for concurrent
 // use.
 type MCU struct {
-	opts    Options
-	safe    []int32
-	quantum []int32
-	min     []int32
-	max     []int32
+	opts   Options
+	chans  []channel
+	ranges [][2]int32 // supply ranges, millivolts
 
 	mu        sync.Mutex
 	out       []output
@@ -99,7 +140,9 @@ type MCU struct {
 	session   bool
 	expect    uint8
 	cache     []cached
-	faults    serial.Faults
+	faults    serial.Faults // as latched or raised by SetFault
+	fault     []bool        // channels whose driver reports a fault (SetOutputFault)
+	supplyBad bool          // a supply was outside its range at the last telemetry
 	lastValid time.Time
 	wd        *time.Timer
 	closed    bool
@@ -159,12 +202,26 @@ func New(opts Options) (*MCU, error) {
 		if vals[1] < 0 || vals[2] > vals[3] {
 			return nil, fmt.Errorf("mcu: channel %d: negative quantum or min > max", i)
 		}
-		m.safe = append(m.safe, vals[0])
-		m.quantum = append(m.quantum, vals[1])
-		m.min = append(m.min, vals[2])
-		m.max = append(m.max, vals[3])
+		ch := channel{kind: c.Kind, safe: vals[0], quantum: vals[1], min: vals[2], max: vals[3], safeDetach: c.SafeDetach,
+			activeLow: c.ActiveLow, pulseMinUS: c.PulseMinUS, pulseMaxUS: c.PulseMaxUS, pin: c.Pin}
+		if err := ch.check(); err != nil {
+			return nil, fmt.Errorf("mcu: channel %d: %w", i, err)
+		}
+		m.chans = append(m.chans, ch)
+	}
+	if len(opts.SupplyRanges) != 0 && len(opts.SupplyRanges) != len(opts.Supplies) {
+		return nil, fmt.Errorf("mcu: %d supply ranges for %d supplies", len(opts.SupplyRanges), len(opts.Supplies))
+	}
+	for i, r := range opts.SupplyRanges {
+		lo, err1 := milli("supply min", i, r.Min)
+		hi, err2 := milli("supply max", i, r.Max)
+		if err1 != nil || err2 != nil || lo > hi {
+			return nil, fmt.Errorf("mcu: supply %d: range %v..%v", i, r.Min, r.Max)
+		}
+		m.ranges = append(m.ranges, [2]int32{lo, hi})
 	}
 	m.out = make([]output, len(opts.Channels))
+	m.fault = make([]bool, len(opts.Channels))
 	m.goSafeLocked()
 	m.volts = make([]int32, len(opts.Supplies))
 	for i, v := range opts.Supplies {
@@ -212,7 +269,37 @@ func (m *MCU) InSession() bool {
 func (m *MCU) Faults() serial.Faults {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.faults
+	return m.faultsLocked()
+}
+
+// Drive returns what channel ch's pin is driven with, polarity applied, as
+// the reference firmware hands it to its board: a servo's pulse in
+// half-microseconds (0: no pulses, the pin low), a PWM's share of each
+// period the pin is HIGH (0..255), a digital pin's level (0 LOW, 1 HIGH).
+// For KindAny and KindSetpoint channels it is the value, or 0 detached.
+func (m *MCU) Drive(ch int) int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch < 0 || ch >= len(m.out) {
+		return 0
+	}
+	return m.out[ch].drive
+}
+
+// faultsLocked returns the flags the MCU reports: those latched or raised
+// by SetFault, OUTPUT while a channel's driver reports a fault, SUPPLY
+// while a supply was outside its range at the last telemetry.
+func (m *MCU) faultsLocked() serial.Faults {
+	f := m.faults
+	for _, bad := range m.fault {
+		if bad {
+			f |= serial.FaultOutput
+		}
+	}
+	if m.supplyBad {
+		f |= serial.FaultSupply
+	}
+	return f
 }
 
 // Stats returns the MCU's counters.
@@ -294,15 +381,28 @@ func (m *MCU) NakChannel(ch int, code serial.NakCode) {
 // serial.FaultOutput, serial.FaultEStop) as the MCU reports them. Raising
 // FaultEStop is pressing an e-stop wired to the MCU: every output goes to
 // its safe value, and SETs are refused (NAK FAULT) until it is cleared.
+// Raising it again while it is raised changes nothing (a HALT since stays).
 func (m *MCU) SetFault(f serial.Faults, on bool) {
 	m.set(func() {
 		if on {
-			if f&serial.FaultEStop != 0 {
+			if f&serial.FaultEStop != 0 && m.faults&serial.FaultEStop == 0 {
 				m.goSafeLocked()
 			}
 			m.faults |= f
 		} else {
 			m.faults &^= f
+		}
+	})
+}
+
+// SetOutputFault makes channel ch's driver report a fault (over-current,
+// stall), or stop reporting one: while any does, the MCU reports
+// serial.FaultOutput, the channel's flags carry serial.FlagFault, and a SET
+// of it is refused (NAK FAULT). The output itself is left as it is.
+func (m *MCU) SetOutputFault(ch int, on bool) {
+	m.set(func() {
+		if ch >= 0 && ch < len(m.fault) {
+			m.fault[ch] = on
 		}
 	})
 }
@@ -337,13 +437,31 @@ func (m *MCU) set(f func()) {
 }
 
 func (m *MCU) goSafeLocked() {
-	for i := range m.out {
-		if m.opts.Channels[i].SafeDetach {
-			m.out[i].detached = true
-		} else {
-			m.out[i] = output{value: m.safe[i]}
-		}
+	for i, c := range m.chans {
+		m.applyLocked(i, c.safe, c.safeDetach)
 	}
+}
+
+// applyLocked drives channel ch to the value v, or detaches it, as the
+// reference firmware's one output path does (saga_core.c, apply).
+func (m *MCU) applyLocked(ch int, v int32, detach bool) {
+	c := &m.chans[ch]
+	o := &m.out[ch]
+	asked := v
+	if detach {
+		// A servo without pulses stays about where it was; PWM and
+		// digital outputs de-energise.
+		if c.kind == serial.KindPWM || c.kind == serial.KindDigital {
+			o.value = 0
+		}
+		o.detached = true
+	} else {
+		if c.typed() {
+			v = c.quantise(v)
+		}
+		*o = output{value: v}
+	}
+	o.drive = c.drive(o.value, asked, o.detached)
 }
 
 // kickLocked restarts the watchdog: a valid frame of the session arrived.
@@ -362,17 +480,30 @@ func (m *MCU) kickLocked(now time.Time) {
 func (m *MCU) watchdog() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || !m.session {
+	if m.closed {
 		return
 	}
-	if quiet := time.Since(m.lastValid); quiet < m.opts.MaxDuration {
-		m.wd.Reset(m.opts.MaxDuration - quiet) // kicked while this fired
-		return
+	if wait := m.watchdogLocked(time.Now()); wait > 0 {
+		m.wd.Reset(wait) // kicked while this fired
+	}
+}
+
+// watchdogLocked trips the watchdog if a session is open and no valid
+// frame has arrived for MaxDuration by now: every output to its safe
+// value, the session ended, FaultWatchdog set. Otherwise it returns how
+// long until it would trip (0 without a session).
+func (m *MCU) watchdogLocked(now time.Time) time.Duration {
+	if !m.session {
+		return 0
+	}
+	if quiet := now.Sub(m.lastValid); quiet < m.opts.MaxDuration {
+		return m.opts.MaxDuration - quiet
 	}
 	m.goSafeLocked()
 	m.session = false
 	m.faults |= serial.FaultWatchdog
 	m.stats.WatchdogTrips++
+	return 0
 }
 
 // receiveLocked decodes bytes from the host and returns the frames to send
@@ -441,7 +572,7 @@ func (m *MCU) handleLocked(f serial.Frame, now time.Time) []byte {
 		if h.Version != m.opts.Version {
 			return m.nakLocked(f.Seq, serial.NakVersion, m.opts.Version)
 		}
-		seen := m.faults
+		seen := m.faultsLocked()
 		m.faults &^= serial.FaultWatchdog | serial.FaultReset
 		m.session = true
 		m.expect = f.Seq + 1
@@ -457,15 +588,16 @@ func (m *MCU) handleLocked(f serial.Frame, now time.Time) []byte {
 		return m.nakLocked(f.Seq, serial.NakNoSession, 0)
 	}
 	req := append([]byte{byte(f.Type)}, f.Payload...)
+	crc := serial.CRC16(append([]byte{byte(len(f.Payload)), f.Seq, byte(f.Type)}, f.Payload...))
 	slot := &m.cache[int(f.Seq)%len(m.cache)]
 	switch d := f.Seq - m.expect; {
 	case d == 0:
 		r := m.processLocked(f)
-		*slot = cached{valid: true, seq: f.Seq, req: req, reply: r}
+		*slot = cached{valid: true, seq: f.Seq, req: req, crc: crc, reply: r}
 		m.expect++
 		m.kickLocked(now)
 		return r
-	case int(d) >= 256-len(m.cache) && slot.valid && slot.seq == f.Seq && bytes.Equal(slot.req, req):
+	case int(d) >= 256-len(m.cache) && slot.valid && slot.seq == f.Seq && slot.same(req, crc):
 		m.stats.Duplicates++
 		m.kickLocked(now)
 		return slot.reply
@@ -483,7 +615,16 @@ func (m *MCU) processLocked(f serial.Frame) []byte {
 			return m.nakLocked(f.Seq, serial.NakMalformed, 0)
 		}
 		m.stats.Pings++
-		return reply(f.Seq, serial.TypePong, serial.Pong{Faults: m.faults})
+		return reply(f.Seq, serial.TypePong, serial.Pong{Faults: m.faultsLocked()})
+	case serial.TypeDescribe:
+		if m.opts.DescribeUnsupported {
+			break
+		}
+		var r serial.DescribeRequest
+		if nak := m.decodeChannelLocked(f, &r, &r.Channel); nak != nil {
+			return nak
+		}
+		return reply(f.Seq, serial.TypeDescribeAck, m.chans[r.Channel].describe(r.Channel))
 	case serial.TypeSet:
 		var s serial.SetRequest
 		if nak := m.decodeChannelLocked(f, &s, &s.Channel); nak != nil {
@@ -493,26 +634,27 @@ func (m *MCU) processLocked(f serial.Frame) []byte {
 		if code, ok := m.nak[ch]; ok {
 			return m.nakLocked(f.Seq, code, s.Channel)
 		}
-		if m.faults&serial.FaultEStop != 0 {
+		if m.faults&serial.FaultEStop != 0 || m.fault[ch] {
 			return m.nakLocked(f.Seq, serial.NakFault, s.Channel)
 		}
-		if (m.min[ch] != 0 || m.max[ch] != 0) && (s.Value < m.min[ch] || s.Value > m.max[ch]) {
+		c := &m.chans[ch]
+		if !c.accepts(s.Value) {
 			return m.nakLocked(f.Seq, serial.NakRange, s.Channel)
 		}
 		v := s.Value
-		if q := m.quantum[ch]; q > 0 {
+		if q := c.quantum; q > 0 && !c.typed() {
 			v = int32(math.Round(float64(v)/float64(q)) * float64(q))
 		}
-		m.out[ch] = output{value: v}
+		m.applyLocked(ch, v, false)
 		m.stats.Sets++
-		return reply(f.Seq, serial.TypeSetAck, serial.ChannelReport{Channel: s.Channel, ChannelState: serial.ChannelState{Value: v}})
+		return reply(f.Seq, serial.TypeSetAck, serial.ChannelReport{Channel: s.Channel, ChannelState: m.stateLocked(ch)})
 	case serial.TypeHalt:
 		var h serial.HaltRequest
 		if nak := m.decodeChannelLocked(f, &h, &h.Channel); nak != nil {
 			return nak
 		}
 		ch := int(h.Channel)
-		m.out[ch].detached = true
+		m.applyLocked(ch, 0, true)
 		m.stats.Halts++
 		return reply(f.Seq, serial.TypeHaltAck, serial.ChannelReport{Channel: h.Channel, ChannelState: m.stateLocked(ch)})
 	}
@@ -537,12 +679,25 @@ func (m *MCU) stateLocked(ch int) serial.ChannelState {
 	if m.out[ch].detached {
 		st.Flags |= serial.FlagDetached
 	}
+	if m.fault[ch] {
+		st.Flags |= serial.FlagFault
+	}
 	return st
 }
 
-// telemetryLocked returns the next TELEMETRY frame.
+// telemetryLocked returns the next TELEMETRY frame. The supplies are
+// checked against their ranges first, as the firmware samples them then.
 func (m *MCU) telemetryLocked() []byte {
-	t := serial.Telemetry{Faults: m.faults, Volts: append([]int32{}, m.volts...)}
+	if len(m.ranges) > 0 {
+		m.supplyBad = false
+		for i, r := range m.ranges {
+			v := m.volts[i]
+			if (r[0] != 0 || r[1] != 0) && v != serial.NoReading && (v < r[0] || v > r[1]) {
+				m.supplyBad = true
+			}
+		}
+	}
+	t := serial.Telemetry{Faults: m.faultsLocked(), Volts: append([]int32{}, m.volts...)}
 	for ch := range m.out {
 		t.Channels = append(t.Channels, m.stateLocked(ch))
 	}

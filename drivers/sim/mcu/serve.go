@@ -32,6 +32,24 @@ const (
 	telemetry             // unsolicited telemetry
 )
 
+// receiveLocked takes bytes that arrived at now and returns the answers.
+func (s *server) receiveLocked(m *MCU, p []byte, now time.Time) [][]byte {
+	s.lastByte = now
+	return m.receiveLocked(&s.dec, p, now)
+}
+
+// gapLocked gives up a partial frame once the line has been quiet for
+// FrameGap (docs/SERIAL.md, section 2) and returns the answers to the
+// complete frames found behind it.
+func (s *server) gapLocked(m *MCU, now time.Time) [][]byte {
+	if !s.dec.Pending() || now.Sub(s.lastByte) < m.opts.FrameGap {
+		return nil
+	}
+	s.dec.Abandon()
+	s.lastByte = now
+	return m.receiveLocked(&s.dec, nil, now)
+}
+
 // sendLocked queues a frame (or garbage) for the writer, applying the
 // reply faults that fit its kind.
 func (s *server) sendLocked(m *MCU, b []byte, k kind) {
@@ -90,8 +108,7 @@ func (m *MCU) Serve(ctx context.Context, rw io.ReadWriter) error {
 			if n > 0 {
 				now := time.Now()
 				m.mu.Lock()
-				s.lastByte = now
-				for _, r := range m.receiveLocked(&s.dec, buf[:n], now) {
+				for _, r := range s.receiveLocked(m, buf[:n], now) {
 					s.sendLocked(m, r, answer)
 				}
 				m.mu.Unlock()
@@ -146,12 +163,8 @@ func (m *MCU) Serve(ctx context.Context, rw io.ReadWriter) error {
 			m.mu.Unlock()
 		case now := <-gap.C:
 			m.mu.Lock()
-			if s.dec.Pending() && now.Sub(s.lastByte) >= m.opts.FrameGap {
-				s.dec.Abandon()
-				for _, r := range m.receiveLocked(&s.dec, nil, now) {
-					s.sendLocked(m, r, answer)
-				}
-				s.lastByte = now
+			for _, r := range s.gapLocked(m, now) {
+				s.sendLocked(m, r, answer)
 			}
 			m.mu.Unlock()
 		}

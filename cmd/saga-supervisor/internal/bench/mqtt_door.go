@@ -317,7 +317,7 @@ func doorConfig(device, dir, url string, actuators []string) (*config.Config, er
 	} else {
 		fmt.Fprintf(&b, "mqtt:\n  broker: %s\n", strconv.Quote(url))
 	}
-	fmt.Fprintf(&b, "http:\n  listen: \"\"\n")
+	fmt.Fprintf(&b, "http:\n  listen: \"\"\n  reset_token_file: \"\"\n") // its token is set below
 	fmt.Fprintf(&b, "sim:\n  world: \"\"\n")
 	fmt.Fprintf(&b, "actuators:\n")
 	for _, name := range actuators {

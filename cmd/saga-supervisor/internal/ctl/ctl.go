@@ -42,12 +42,17 @@ OPs:
   status                       the supervisor's full status (ready, halt, journal,
                                supplies, actuators, leases, open sagas)
   halt [--reason R]            latch the e-stop; needs no lease
-  reset --token-file F         clear a halt with the operator token, read from a file
-        | --token T            holding only the token (mode 0600 or 0400); --token
-        [--http URL]           shows it to every user of this machine (ps). Over HTTP
-        [--mqtt]               (default http://127.0.0.1:8080), or with --mqtt over
-                               the broker (only if the supervisor allows it:
-                               mqtt.allow_reset, TLS). A supervisor with no token
+  reset [--token-file F]       clear a halt with the operator token, read from the
+        | --token T            supervisor's http.reset_token_file (default
+        [--http URL]           ./saga-data/operator-token, which it generates; with
+        [--http-cert F]        --config, the file that config names) or from F, a
+        [--mqtt]               file holding only the token (mode 0600 or 0400);
+                               --token shows it to every user of this machine (ps).
+                               Over HTTP (default http://127.0.0.1:8080; with
+                               --config and http.tls, https:// trusting exactly
+                               that config's certificate, --http-cert), or with
+                               --mqtt over the broker (only if the supervisor allows
+                               it: mqtt.allow_reset, TLS). A supervisor with no token
                                configured refuses every reset (NO_OPERATOR_TOKEN):
                                set http.reset_token_file and restart it
   hello                        take a lease and give it back (bye): can this agent act?
@@ -78,13 +83,15 @@ a saga from a shell; a controller that decides step by step uses the Go package
 github.com/saga-supervisor/saga-supervisor/client (or any MQTT client).
 
 --config FILE reads the supervisor's config file (/etc/saga-supervisor/config.yaml
-under systemd) for its broker, device, prefix, CA file, credentials dir and HTTP
-address, so that ctl talks to that supervisor; flags given win. Its relative
-paths resolve against its state_dir, as the daemon's do, so ctl finds the
-agent's password (credentials_dir/<agent>, embedded broker or mosquitto alike)
-from any directory. Only the file itself is read, never the secrets it names.
-A controller running as another user than the supervisor's gets its own copy
-of its password: saga-supervisor credentials -h.
+under systemd) for its broker, device, prefix, CA file, credentials dir, operator
+token file and HTTP address, so that ctl talks to that supervisor; flags given
+win. Its relative paths resolve against its state_dir, as the daemon's do, so
+ctl finds the agent's password (credentials_dir/<agent>, embedded broker or
+mosquitto alike) and the operator token from any directory. The secrets it
+names are not read, but for the agent's password and the operator token, which
+reset reads when given no token. A controller running as another user than
+the supervisor's gets its own copy of its password: saga-supervisor
+credentials -h.
 
 When the supervisor is halted, status, hello, run-saga, watch and reset say so
 first, with the reason and how to reset ("WARNING: the supervisor is HALTED: ...");
@@ -106,6 +113,14 @@ type globals struct {
 	credentials                   string
 	caFile                        string
 	configFile                    string
+	// tokenFile is where the supervisor keeps its operator token
+	// (http.reset_token_file): reset reads it when given no token.
+	tokenFile string
+	// httpCert is the certificate an https:// supervisor must present
+	// (http.tls.cert_file, or --http-cert): trusted exactly, whatever
+	// name it was issued for, like the supervisor's own pin on its
+	// embedded broker. "" trusts the system's CAs.
+	httpCert string
 }
 
 // defaultGlobals match the embedded default configuration, so that ctl with
@@ -120,6 +135,7 @@ func defaultGlobals() *globals {
 		// with the password the supervisor generated for it.
 		agent:       "ctl",
 		credentials: def.MQTT.Auth.CredentialsDir,
+		tokenFile:   def.HTTP.OperatorTokenFile(),
 		timeout:     5 * time.Second,
 	}
 }
@@ -141,12 +157,14 @@ func (g *globals) register(fs *flag.FlagSet) {
 
 // fromConfig takes, from the supervisor's config file, what the flags not
 // given on the command line (set) should be to reach that supervisor. It
-// parses the file's layout only: the secrets it names (the operator token,
-// the supervisor's own MQTT password) are the daemon's, not ctl's to read.
-// Its relative paths resolve as the daemon's do, against its state_dir
-// (config.ResolvePath), so ctl finds the same files from any directory.
-// The credentials dir is taken for an external broker too: it is where
-// mosquitto-config writes the logins' passwords.
+// parses the file's layout only: the secrets it names are read later, if
+// at all — the agent's password from the credentials dir, the operator
+// token (reset, given no token) from the file the config names; the
+// supervisor's own MQTT password never. Its relative paths resolve as the
+// daemon's do, against its state_dir (config.ResolvePath), so ctl finds the
+// same files from any directory. The credentials dir is taken for an
+// external broker too: it is where mosquitto-config writes the logins'
+// passwords.
 func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
 	data, err := os.ReadFile(g.configFile)
 	if err != nil {
@@ -174,8 +192,14 @@ func (g *globals) fromConfig(set map[string]bool, httpURL *string) error {
 	take("prefix", &g.prefix, cfg.MQTT.Prefix)
 	take("ca-file", &g.caFile, cfg.MQTT.TLS.CAFile)
 	take("credentials", &g.credentials, cfg.MQTT.Auth.CredentialsDir)
+	g.tokenFile = cfg.HTTP.OperatorTokenFile() // that supervisor's, or none
 	if cfg.HTTP.Listen != "" {
-		take("http", httpURL, "http://"+loopback(cfg.HTTP.Listen))
+		scheme := "http://"
+		if cfg.HTTP.TLS.Enabled() {
+			scheme = "https://"
+			take("http-cert", &g.httpCert, cfg.HTTP.TLS.CertFile)
+		}
+		take("http", httpURL, scheme+loopback(cfg.HTTP.Listen))
 	}
 	return nil
 }
@@ -274,6 +298,7 @@ func Run(args []string, w io.Writer) error {
 		ofs.StringVar(&token, "token", "", "the operator token")
 		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
 		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
+		ofs.StringVar(&g.httpCert, "http-cert", "", "for an https:// --http: the supervisor's certificate (PEM), trusted exactly (default with --config: its http.tls.cert_file; none: the system's CAs)")
 		ofs.BoolVar(&overMQTT, "mqtt", false, "reset over MQTT instead of HTTP (the supervisor must allow it: mqtt.allow_reset)")
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
@@ -310,7 +335,6 @@ func Run(args []string, w io.Writer) error {
 	if op != "run-saga" && len(pos) > 0 {
 		return usageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
 	}
-	resetHint := "saga-supervisor ctl reset --token-file FILE"
 	if g.configFile != "" {
 		set := map[string]bool{}
 		mark := func(f *flag.Flag) { set[f.Name] = true }
@@ -319,8 +343,8 @@ func Run(args []string, w io.Writer) error {
 		if err := g.fromConfig(set, &httpURL); err != nil {
 			return usageErr(err)
 		}
-		resetHint = "saga-supervisor ctl --config " + g.configFile + " reset --token-file FILE"
 	}
+	resetHint := g.resetHint()
 
 	switch op { // offline ops: no broker
 	case "keygen":
@@ -346,16 +370,15 @@ func Run(args []string, w io.Writer) error {
 	case "halt":
 		return opHalt(ctx, opt, out, reason)
 	case "reset":
-		if (token == "") == (tokenFile == "") {
-			return usageErr(errors.New("reset: give --token or --token-file (one of them)"))
-		}
-		if tokenFile != "" {
-			if token, err = readSecret(tokenFile); err != nil {
-				return usageErr(fmt.Errorf("--token-file: %w", err))
-			}
+		if token, err = g.operatorToken(token, tokenFile); err != nil {
+			return usageErr(err)
 		}
 		if !overMQTT {
-			return opResetHTTP(ctx, httpURL, g.timeout, out, token)
+			hc, err := httpClient(g.httpCert)
+			if err != nil {
+				return usageErr(err)
+			}
+			return opResetHTTP(ctx, hc, httpURL, g.timeout, out, token)
 		}
 		return opReset(ctx, opt, out, token)
 	case "hello":

@@ -290,7 +290,7 @@ func TestCtlUsage(t *testing.T) {
 		{[]string{"run-saga", "a/b=1"}, "actuator"},
 		{[]string{"run-saga", "--deadline", "2m", "base=1"}, "--deadline"},
 		{[]string{"reset"}, "--token"},
-		{[]string{"reset", "--token", "a", "--token-file", "b"}, "one of them"},
+		{[]string{"reset", "--token", "a", "--token-file", "b"}, "not both"},
 		{[]string{"status", "extra"}, "unexpected argument"},
 		{[]string{"status", "--nope"}, "not defined"},
 		{[]string{"--agent", "a/b", "status"}, "--agent"},
@@ -392,6 +392,7 @@ mqtt:
     ca_file: /etc/ssl/lan-ca.pem
 http:
   listen: 0.0.0.0:9090
+  tls: {self_signed: true}
   reset_token_file: `+tokenFile+`
 actuators:
   base: {kind: servo, driver: sim, min: 0, max: 1}
@@ -423,12 +424,15 @@ actuators:
 		set               map[string]bool
 		broker, device    string
 		prefix, ca, creds string
-		http              string
+		http, token       string
+		cert              string // the certificate reset trusts (http.tls)
 	}{
-		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://127.0.0.1:9090"},
-		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag"},
-		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag"},
-		{mosq, nil, "tcp://127.0.0.1:1883", "arm3", "saga/v1", "", "/srv/robot/mqtt/credentials", "http://127.0.0.1:8080"},
+		// TLS: https:// on loopback, trusting the config's certificate.
+		{ext, nil, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "https://127.0.0.1:9090", tokenFile, config.DefaultHTTPCertFile},
+		{ext, map[string]bool{"broker": true, "device": true, "http": true}, "tcp://flag:1", "flagdev", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "http://flag", tokenFile, config.DefaultHTTPCertFile},
+		{ext, map[string]bool{"http-cert": true}, "ssl://broker.lan:8883", "cell7", "plant/v1", "/etc/ssl/lan-ca.pem", defaultGlobals().credentials, "https://127.0.0.1:9090", tokenFile, ""},
+		{emb, nil, "tcp://127.0.0.1:1884", "arm2", "saga/v1", "", "/var/lib/saga-supervisor/creds", "http://flag", "/var/lib/saga-supervisor/saga-data/operator-token", ""},
+		{mosq, nil, "tcp://127.0.0.1:1883", "arm3", "saga/v1", "", "/srv/robot/mqtt/credentials", "http://127.0.0.1:8080", "/srv/robot/saga-data/operator-token", ""},
 	} {
 		g := defaultGlobals()
 		g.configFile = tc.file
@@ -439,8 +443,9 @@ actuators:
 		if err := g.fromConfig(tc.set, &httpURL); err != nil {
 			t.Fatalf("%s: %v", tc.file, err)
 		}
-		if g.broker != tc.broker || g.device != tc.device || g.prefix != tc.prefix || g.caFile != tc.ca || g.credentials != tc.creds || httpURL != tc.http {
-			t.Errorf("%s %v: broker %s device %s prefix %s ca %s creds %s http %s", filepath.Base(tc.file), tc.set, g.broker, g.device, g.prefix, g.caFile, g.credentials, httpURL)
+		if g.broker != tc.broker || g.device != tc.device || g.prefix != tc.prefix || g.caFile != tc.ca || g.credentials != tc.creds || httpURL != tc.http ||
+			g.tokenFile != tc.token || g.httpCert != tc.cert {
+			t.Errorf("%s %v: broker %s device %s prefix %s ca %s creds %s http %s token %s cert %s", filepath.Base(tc.file), tc.set, g.broker, g.device, g.prefix, g.caFile, g.credentials, httpURL, g.tokenFile, g.httpCert)
 		}
 	}
 }
@@ -465,7 +470,7 @@ func TestCtlHaltBanner(t *testing.T) {
 	first := func(op, out string) {
 		t.Helper()
 		line, _, _ := strings.Cut(out, "\n")
-		if !strings.HasPrefix(line, banner) || !strings.Contains(line, "person in the cell") || !strings.Contains(line, "ctl reset --token-file") {
+		if !strings.HasPrefix(line, banner) || !strings.Contains(line, "person in the cell") || !strings.HasSuffix(line, ": saga-supervisor ctl reset") {
 			t.Errorf("%s: the first line is not the halt warning:\n%s", op, out)
 		}
 	}
@@ -565,5 +570,61 @@ func TestCtlWatchLines(t *testing.T) {
 	got := b.String()
 	if !strings.Contains(got, "state    elbow = unknown") || !strings.Contains(got, "drift    valve = 12.5") {
 		t.Fatalf("watch lines:\n%s", got)
+	}
+}
+
+// reset given no token reads the supervisor's own token file: the
+// embedded default's (./saga-data/operator-token, in the working
+// directory, as the credentials are), or the one --config names; a token
+// file that is missing or private to another user is an error saying
+// where it looked and what to do. The halt warning's command is that one.
+func TestCtlResetReadsTheSupervisorsToken(t *testing.T) {
+	d := startCtlDaemon(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	halt := func() {
+		t.Helper()
+		d.sup.Halt("test", "to be reset")
+		daemontest.WaitFor(t, "halted", 5*time.Second, func() bool { return d.sup.Status().Halted })
+	}
+
+	halt()
+	_, msg, code := d.ctl(t, "reset", "--http", d.http)
+	if code != 2 || !strings.Contains(msg, "no operator token in ./saga-data/operator-token (http.reset_token_file of the embedded default config)") ||
+		!strings.Contains(msg, "--config FILE or --token-file FILE") {
+		t.Errorf("reset with no token file here exited %d: %s", code, msg)
+	}
+	if err := os.MkdirAll("saga-data", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(config.DefaultResetTokenFile, []byte(ctlTestToken+"\n"), 0o600)
+	out, msg, code := d.ctl(t, "reset", "--http", d.http)
+	if code != 0 || d.sup.Status().Halted {
+		t.Fatalf("reset with the default's token file exited %d: %s\n%s", code, msg, out)
+	}
+	if !strings.Contains(out, "WARNING: the supervisor is HALTED: test: to be reset — every command is refused until an operator resets it: saga-supervisor ctl reset\n") {
+		t.Errorf("the warning does not name the reset that works:\n%s", out)
+	}
+
+	halt()
+	tokenFile := filepath.Join(dir, "robot token")
+	os.WriteFile(tokenFile, []byte(ctlTestToken+"\n"), 0o600)
+	cfg := filepath.Join(dir, "arm.yaml")
+	os.WriteFile(cfg, []byte("device: arm1\nhttp:\n  reset_token_file: "+tokenFile+"\nactuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n"), 0o600)
+	out, msg, code = d.ctl(t, "--config", cfg, "reset", "--http", d.http)
+	if code != 0 || d.sup.Status().Halted {
+		t.Fatalf("reset with the config's token file exited %d: %s\n%s", code, msg, out)
+	}
+	if want := ": saga-supervisor ctl --config " + cfg + " reset\n"; !strings.Contains(out, want) {
+		t.Errorf("the warning does not name the reset that works (%q):\n%s", want, out)
+	}
+
+	halt()
+	os.WriteFile(cfg, []byte("device: arm1\nhttp:\n  reset_token_file: \"\"\nactuators:\n  base: {kind: servo, driver: sim, min: 0, max: 1}\n"), 0o600)
+	if _, msg, code = d.ctl(t, "--config", cfg, "reset", "--http", d.http); code != 2 || !strings.Contains(msg, cfg+" names no operator token file (http.reset_token_file): give --token-file FILE") {
+		t.Errorf("reset with a config that names no token file exited %d: %s", code, msg)
+	}
+	if !d.sup.Status().Halted {
+		t.Fatal("the halt was cleared without the token")
 	}
 }

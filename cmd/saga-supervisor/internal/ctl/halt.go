@@ -57,14 +57,17 @@ func noticeHaltRetained(ctx context.Context, c *client.Client, opt client.Option
 // endpoint (the token stays off the broker, so there is no retained
 // status at hand). A status that cannot be read is passed over: the reset
 // itself says what is wrong.
-func noticeHaltHTTP(ctx context.Context, base string, timeout time.Duration, out *output) {
+func noticeHaltHTTP(ctx context.Context, hc *http.Client, base string, timeout time.Duration, out *output, token string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/api/v1/status", nil)
 	if err != nil {
 		return
 	}
-	res, err := http.DefaultClient.Do(req)
+	// The operator token reads the status of a listener with a login
+	// (http.login); one without ignores it.
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := hc.Do(req)
 	if err != nil {
 		return
 	}

@@ -1,11 +1,16 @@
 package ctl
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -161,8 +166,8 @@ func opHello(ctx context.Context, opt client.Options, out *output) error {
 
 // opResetHTTP resets over the supervisor's HTTP API, as an operator does:
 // the token goes as a bearer token, never through the broker.
-func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *output, token string) error {
-	noticeHaltHTTP(ctx, base, timeout, out)
+func opResetHTTP(ctx context.Context, hc *http.Client, base string, timeout time.Duration, out *output, token string) error {
+	noticeHaltHTTP(ctx, hc, base, timeout, out, token)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(`{"operator":"ctl"}`))
@@ -171,7 +176,7 @@ func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *o
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return out.fail("reset", err)
 	}
@@ -189,4 +194,34 @@ func opResetHTTP(ctx context.Context, base string, timeout time.Duration, out *o
 	}
 	out.done("reset", resetText)
 	return nil
+}
+
+// httpClient is the client a reset over HTTP uses: with certFile, one
+// that trusts exactly the certificate in it (the first of the file) on an
+// https:// address — the supervisor's own, self-signed or not, reached by
+// whatever name (ctl dials 127.0.0.1) — and no other; without, the
+// default (plain HTTP, or the system's CAs).
+func httpClient(certFile string) (*http.Client, error) {
+	if certFile == "" {
+		return http.DefaultClient, nil
+	}
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("--http-cert: the supervisor's certificate: %w (ctl reset runs as the supervisor's user, e.g. sudo -u saga, or give --http-cert FILE)", err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("--http-cert %s: no PEM certificate in it", certFile)
+	}
+	want := blk.Bytes
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below, not skipped
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], want) {
+				return fmt.Errorf("the supervisor's certificate is not the one in %s", certFile)
+			}
+			return nil
+		},
+	}}}, nil
 }

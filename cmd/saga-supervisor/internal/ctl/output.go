@@ -52,6 +52,9 @@ func (o *output) done(op, text string) {
 // fail turns an error into the exit status: 1 with the code and message of
 // a refusal or failure (also printed as JSON with --json).
 func (o *output) fail(what string, err error) error {
+	if errors.Is(err, client.ErrWillRefused) {
+		err = fmt.Errorf("%w\n  talk to the device that supervisor serves: --config FILE (its config file: device, prefix, broker and\n  HTTP from one place), or --device NAME and --prefix P", err)
+	}
 	if errors.Is(err, client.ErrLoginRefused) {
 		err = fmt.Errorf("%w\n  log in as an agent the supervisor knows: --agent NAME with --password-file FILE, or give --config with the\n  supervisor's config, whose credentials_dir holds <agent>'s password (--credentials DIR: default ./saga-data/mqtt/credentials)", err)
 	}

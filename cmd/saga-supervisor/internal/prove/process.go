@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
 	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 )
@@ -45,7 +46,7 @@ func (r *rig) start(dir string, pr *prober) (*process, error) {
 	p := &process{rig: r, fs: &severableFS{}, timeout: pr.timeout, crashed: make(chan struct{}), release: make(chan struct{})}
 	var list []*actuators.Actuator
 	for _, name := range r.cfg.ActuatorNames() {
-		a := r.cfg.Actuators[name].Actuator(name, &processDriver{p: p, dev: r.devices[name].driver})
+		a := r.cfg.Actuators[name].Actuator(name, &processDriver{p: p, dev: r.devices[name].driver, faults: r.devices[name].faults})
 		a.Timeout = callBound
 		list = append(list, a)
 	}
@@ -112,8 +113,9 @@ func (p *process) isDead() bool {
 
 // processDriver is a process's connection to one device.
 type processDriver struct {
-	p   *process
-	dev actuators.Driver
+	p      *process
+	dev    actuators.Driver
+	faults *sim.Faults // dev's
 }
 
 func (d *processDriver) Set(ctx context.Context, v float64) error {
@@ -134,9 +136,9 @@ func (d *processDriver) Set(ctx context.Context, v float64) error {
 		// The device never answers; the call times out at the probe's
 		// driver timeout rather than after the generous bound every other
 		// call has.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.p.timeout)
-		defer cancel()
+		hc := d.hangContext(ctx)
+		defer hc.stop()
+		ctx = hc
 	}
 	err = d.dev.Set(ctx, v)
 	if h.after != nil {
@@ -144,6 +146,72 @@ func (d *processDriver) Set(ctx context.Context, v float64) error {
 	}
 	return err
 }
+
+// hangContext is the context of a call to a device that takes the command
+// and never answers. It ends with context.DeadlineExceeded the driver
+// timeout after the device has taken the command (its Sets count moved),
+// not after the call began: on a slow machine (a Pi Zero, qemu) a deadline
+// set here could pass before the device even looked at the command, and a
+// device does not send a command whose deadline has passed — a refusal,
+// not the hang the shape is (with --driver-timeout 1ns every hang shape
+// was one; TestHangShapesHangWhateverTheTimeout). It ends at once, with
+// its error, if the call's own context does.
+func (d *processDriver) hangContext(parent context.Context) *hangContext {
+	c := &hangContext{Context: parent, done: make(chan struct{}), stopped: make(chan struct{})}
+	taken := d.faults.Sets()
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for d.faults.Sets() == taken {
+			select {
+			case <-parent.Done():
+				c.end(parent.Err())
+				return
+			case <-c.stopped:
+				return
+			case <-tick.C:
+			}
+		}
+		t := time.NewTimer(d.p.timeout)
+		defer t.Stop()
+		select {
+		case <-parent.Done():
+			c.end(parent.Err())
+		case <-c.stopped:
+		case <-t.C:
+			c.end(context.DeadlineExceeded)
+		}
+	}()
+	return c
+}
+
+type hangContext struct {
+	context.Context // the call's: its values and deadline
+	done, stopped   chan struct{}
+	mu              sync.Mutex
+	err             error
+	stopOnce        sync.Once
+}
+
+func (c *hangContext) Done() <-chan struct{} { return c.done }
+
+func (c *hangContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *hangContext) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
+}
+
+// stop lets the goroutine go once the call has returned.
+func (c *hangContext) stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
 
 func (d *processDriver) Halt() error {
 	if d.p.isDead() {

@@ -2,6 +2,7 @@ package prove
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -102,4 +103,42 @@ func FuzzParseScenario(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHangShapesHangWhateverTheTimeout: a hang shape is a device that took
+// the command and never answered, so its step is in doubt however short
+// the driver timeout. The timeout counts from the device taking the command:
+// counted from the call, a timeout that passed before the device looked
+// at the command (1ns here; 20ms on a slow machine such as a Pi Zero or
+// qemu, the default) left it unsent — a refusal, and every probe still
+// CLEAN, testing less than it said.
+func TestHangShapesHangWhateverTheTimeout(t *testing.T) {
+	var out bytes.Buffer
+	if err := Run([]string{"--json", "--driver-timeout", "1ns", cleanScenario}, &out); err != nil {
+		t.Fatalf("prove: %v\n%s", err, out.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	hangs := map[string]bool{"timeout-applied": true, "timeout-lost": true, "compensation-retried": true}
+	n := 0
+	for _, p := range rep.Probes {
+		if !hangs[p.Shape] {
+			continue
+		}
+		n++
+		var got rollback.Outcome
+		for _, s := range p.Engine.Steps {
+			if int(s.Step) == p.Step {
+				got = s.Outcome
+			}
+		}
+		if got != rollback.InDoubt || p.Verdict != Clean {
+			t.Errorf("step %d %s: outcome %q, verdict %s (%s); want in_doubt, CLEAN", p.Step, p.Shape, got, p.Verdict, p.Why)
+		}
+	}
+	if n == 0 || n != 3*len(rep.Steps) {
+		t.Fatalf("%d hang probes for %d steps, want 3 a step", n, len(rep.Steps))
+	}
 }
