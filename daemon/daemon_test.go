@@ -15,6 +15,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -208,67 +209,77 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-// An agent flooding its command topic past its rate is held at the
-// embedded broker to the rate its lane admits (agents.rate and burst:
-// brokerauth's PaceRate), its excess left unread in its socket; a halt on
-// the same topic, from another connection of the same login (the same,
-// empty bucket), is not held for a token: it latches while the flood is
-// still being held.
-func TestBrokerHoldsAFlooderToItsRateButNeverAHalt(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Agents.Rate, cfg.Agents.Burst = 20, 5 // 100 requests: about 5 s held
-	d, err := Start(Options{Config: cfg, NoHTTP: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(id string) paho.Client {
-		c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID(id).
-			SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
-		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-			t.Fatalf("%s: connect: %v", id, tok.Error())
-		}
-		t.Cleanup(func() { c.Disconnect(50) })
-		return c
-	}
-	flooder, stopper := dial("planner"), dial("planner/stop")
-	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
-	var last atomic.Bool // the reply to the flood's last request arrived
-	if tok := flooder.Subscribe(topics.Reply("planner"), 1, func(_ paho.Client, m paho.Message) {
-		if strings.Contains(string(m.Payload()), `"f99"`) {
-			last.Store(true)
-		}
-	}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	for i := range 100 {
-		flooder.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"f`+strconv.Itoa(i)+`","agent":"planner","op":"status"}`)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.Broker.Broker.Stats().RateWaits == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("100 requests at once past a burst of 5: none held to the agent's rate (%+v)", d.Broker.Broker.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stopper.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"h","agent":"planner","op":"halt","reason":"amid a held flood"}`)
-	for {
-		if halted, why := d.Sup.Engine().Halted(); halted {
-			if !strings.Contains(why, "amid a held flood") {
-				t.Fatalf("halted for %q", why)
+// An agent sending past its rate is held at the embedded broker to the
+// rate its lane admits (agents.rate and burst: brokerauth's PaceRate). Its
+// bucket is then empty, and a halt it sends next takes no token: neither a
+// halt request on its command topic nor anything at all on its e-stop topic
+// (a panel's button may send "1": not a halt request, so only the topic
+// keeps it unpaced) waits for the rate. The broker's count of publishes that
+// waited for their rate (RateWaits) tells: a halt that took a token from the
+// empty bucket would add one.
+func TestBrokerHoldsAnAgentToItsRateButNeverAHalt(t *testing.T) {
+	for _, tc := range []struct {
+		name, topic, payload, reason string
+	}{
+		{"halt request on cmd", "cmd", `{"id":"h","agent":"planner","op":"halt","reason":"after a held burst"}`, "after a held burst"},
+		{"anything on estop", "estop", "1", "e-stop topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			// A token a second: the bucket is still empty for a second
+			// after the last held request went through.
+			cfg.Agents.Rate, cfg.Agents.Burst = 1, 1
+			d, err := Start(Options{Config: cfg, NoHTTP: true})
+			if err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the halt never latched")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if last.Load() {
-		t.Error("the halt latched only after the whole flood had been let through: it waited for the flooder's rate")
+			defer d.Close()
+			pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID("planner").
+				SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
+			if tok := c.Connect(); !tok.WaitTimeout(testtool.Slow(5*time.Second)) || tok.Error() != nil {
+				t.Fatalf("connect: %v", tok.Error())
+			}
+			defer c.Disconnect(50)
+			topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+			var toks []paho.Token
+			for i := range 3 {
+				toks = append(toks, c.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"s`+strconv.Itoa(i)+`","agent":"planner","op":"status"}`))
+			}
+			for _, tok := range toks { // each PUBACK comes once its token was due
+				if !tok.WaitTimeout(testtool.Slow(10*time.Second)) || tok.Error() != nil {
+					t.Fatalf("publish: %v", tok.Error())
+				}
+			}
+			held := d.Broker.Broker.Stats()
+			if held.RateWaits < 2 {
+				t.Fatalf("3 requests at once past a burst of 1: %d held to the agent's rate, want 2 (%+v)", held.RateWaits, held)
+			}
+			where := topics.AgentCmd("planner")
+			if tc.topic == "estop" {
+				where = topics.EstopAgent("planner")
+			}
+			c.Publish(where, 1, false, tc.payload)
+			deadline := time.Now().Add(testtool.Slow(10 * time.Second))
+			for {
+				if halted, why := d.Sup.Engine().Halted(); halted {
+					if !strings.Contains(why, tc.reason) {
+						t.Fatalf("halted for %q", why)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the halt never latched")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if st := d.Broker.Broker.Stats(); st.RateWaits != held.RateWaits || st.Paced != held.Paced {
+				t.Errorf("the halt was held at the door: rate waits %d -> %d, paced %d -> %d",
+					held.RateWaits, st.RateWaits, held.Paced, st.Paced)
+			}
+		})
 	}
 }
