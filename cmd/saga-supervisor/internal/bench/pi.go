@@ -222,7 +222,7 @@ func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(stri
 		// measurement waits for other work more than the other.
 		agents, err := newCPUCgroup(fs, fmt.Sprintf("saga-bench-pi-%d-agents", os.Getpid()), 0, opt.period, opt.weight)
 		if err != nil {
-			return fmt.Errorf("bench pi: the agents' cgroup: %w", err)
+			return fmt.Errorf("bench pi: cannot hold the daemon to a CPU quota: the agents' cgroup: %w", err)
 		}
 		orig, err := ownCgroupDir(fs)
 		if err == nil {
@@ -230,7 +230,7 @@ func measurePi(ctx context.Context, res *PiResult, opt piOptions, prog func(stri
 		}
 		if err != nil {
 			agents.remove()
-			return fmt.Errorf("bench pi: %w", err)
+			return fmt.Errorf("bench pi: cannot hold the daemon to a CPU quota: %w", err)
 		}
 		defer func() {
 			if merr := errors.Join(moveSelf(orig), agents.remove()); merr != nil {
