@@ -145,6 +145,14 @@ type Options struct {
 	// board, all of it, and the halt path's share with it.
 	PaceRate  float64
 	PaceBurst int
+	// Reroute, if not nil, may move a publish to another topic before it
+	// is routed: it returns the new topic, or "" to leave it. The daemon
+	// moves a halt request sent on an agent's command topic to the
+	// agent's e-stop topic, which the supervisor reads on a connection of
+	// its own, so the halt is not queued behind commands already waiting
+	// for the supervisor. A retained publish is never moved, nor one to a
+	// topic its publisher may not write.
+	Reroute func(topic string, payload []byte) string
 
 	MaxClients       int
 	MaxPendingWrites int
@@ -212,7 +220,7 @@ func StartOptions(opt Options) (*Broker, error) {
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second)),
 		SysTopicResendInterval: int64(sysTopicsEvery / time.Second)})
 	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained),
-		pacedTopics: opt.Paced, pacedFor: opt.PacedFor, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
+		pacedTopics: opt.Paced, pacedFor: opt.PacedFor, urgent: opt.Urgent, reroute: opt.Reroute, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
 	if g.paceWait <= 0 {
 		g.paceWait = DefaultPaceWait
 	}
@@ -320,6 +328,7 @@ type Stats struct {
 	RefusedRetained   int64 // retained publishes beyond MaxRetained
 	Paced             int64 // publishes on a paced topic that waited: for a congested subscriber or for their publisher's rate
 	RateWaits         int64 // of those, the ones that waited for their publisher's rate (PaceRate)
+	Rerouted          int64 // publishes moved to another topic (Reroute): halts sent on a command topic
 	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
 	Dropped           int64 // messages not delivered: a subscriber's queue (MaxPendingWrites, MaxInflight) was full
 	SessionsRepaired  int64 // connected clients put back in mochi's table (sessions.go)
@@ -336,6 +345,7 @@ func (b *Broker) Stats() Stats {
 		RefusedRetained:   g.retained.Load(),
 		Paced:             g.paced.Load(),
 		RateWaits:         g.rateWaits.Load(),
+		Rerouted:          g.rerouted.Load(),
 		PaceTimeouts:      g.paceTimeouts.Load(),
 		Dropped:           atomic.LoadInt64(&info.MessagesDropped) + atomic.LoadInt64(&info.InflightDropped),
 		SessionsRepaired:  g.sessionsRepaired.Load(),
@@ -383,6 +393,7 @@ type guard struct {
 	pacedTopics []string // topic filters whose publishes wait for a congested subscriber
 	pacedFor    []string // client ids whose congestion counts; empty: any subscriber's
 	urgent      func(payload []byte) bool
+	reroute     func(topic string, payload []byte) string
 	paceAt      int
 	paceWait    time.Duration
 
@@ -391,6 +402,7 @@ type guard struct {
 
 	connects, publishes, subscribes, retained atomic.Int64
 	paced, paceTimeouts, rateWaits            atomic.Int64
+	rerouted                                  atomic.Int64
 	rate                                      *rateBuckets // PaceRate; nil: off
 	sessionsRepaired                          atomic.Int64
 	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
@@ -515,6 +527,13 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 		g.publishes.Add(1)
 		g.refused("mqtt publish refused", "user", string(cl.Properties.Username), "topic", pk.TopicName, "retain", retain)
 		return pk, packets.CodeSuccessIgnore
+	}
+	if g.reroute != nil && !retain {
+		if to := g.reroute(pk.TopicName, pk.Payload); to != "" && to != pk.TopicName &&
+			(g.policy == nil || g.policy.CanPublish(string(cl.Properties.Username), to, false)) {
+			pk.TopicName = to
+			g.rerouted.Add(1)
+		}
 	}
 	g.pace(cl, pk)
 	defer func() {

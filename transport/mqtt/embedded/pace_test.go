@@ -273,3 +273,54 @@ func TestPaceRateHoldsOnlyTheFlooder(t *testing.T) {
 		t.Errorf("a halt, or another publisher within its burst, waited for a rate: %d waits, want %d", got, waits)
 	}
 }
+
+// Reroute moves a publish to the topic it names before it is routed, and
+// never a retained one (a retained halt would be stored on the e-stop
+// topic and replayed to each new subscription).
+func TestReroute(t *testing.T) {
+	const cmd, estop = "saga/v1/arm1/cmd/a01", "saga/v1/arm1/estop/a01"
+	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Reroute: func(topic string, payload []byte) string {
+		if topic == cmd && string(payload) == "halt" {
+			return estop
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan string, 8)
+	sub := dial(t, b, "sup")
+	for _, f := range []string{cmd, estop} {
+		if tok := sub.Subscribe(f, 1, func(_ paho.Client, m paho.Message) {
+			got <- fmt.Sprintf("%s %s retained=%t", m.Topic(), m.Payload(), m.Retained())
+		}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("subscribe: %v", tok.Error())
+		}
+	}
+	pub := dial(t, b, "a01")
+	for _, p := range []struct {
+		payload string
+		retain  bool
+		want    string
+	}{
+		{"step", false, cmd + " step retained=false"},
+		{"halt", false, estop + " halt retained=false"},
+		{"halt", true, cmd + " halt retained=false"}, // a subscriber already there gets it unflagged
+	} {
+		if tok := pub.Publish(cmd, 1, p.retain, p.payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+		select {
+		case g := <-got:
+			if g != p.want {
+				t.Errorf("published %q (retain %t) on %s: got %q, want %q", p.payload, p.retain, cmd, g, p.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("published %q: nothing delivered", p.payload)
+		}
+	}
+	if n := b.Stats().Rerouted; n != 1 {
+		t.Errorf("Stats().Rerouted = %d, want 1", n)
+	}
+}
