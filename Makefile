@@ -114,7 +114,7 @@ bench:
 # measured"): the daemon as a process of its own under a CPU quota of 0.25
 # and 0.5 of a core beside the whole machine, every fsync it makes slowed to
 # an SD card's, in one run. Linux and root (a cgroup, a seccomp filter).
-# Not in test: it takes about 20 minutes and its figures are the machine's;
+# Not in test: it takes about 5 minutes a build and its figures are the machine's;
 # TestBenchPi runs it small. BENCH_PI_FLAGS adds flags (--daemon OLD
 # --daemon NEW compares builds side by side).
 BENCH_PI_FLAGS ?=
