@@ -328,8 +328,8 @@ type Stats struct {
 	RefusedRetained   int64 // retained publishes beyond MaxRetained
 	Paced             int64 // publishes on a paced topic that waited: for a congested subscriber or for their publisher's rate
 	RateWaits         int64 // of those, the ones that waited for their publisher's rate (PaceRate)
-	Rerouted          int64 // publishes moved to another topic (Reroute): halts sent on a command topic
 	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
+	Rerouted          int64 // publishes moved to another topic (Reroute): halts sent on a command topic
 	Dropped           int64 // messages not delivered: a subscriber's queue (MaxPendingWrites, MaxInflight) was full
 	SessionsRepaired  int64 // connected clients put back in mochi's table (sessions.go)
 }
