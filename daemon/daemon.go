@@ -328,7 +328,7 @@ func registerBrokerMetrics(reg *promtext.Registry, b *embedded.Broker) {
 	}
 	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_paced_total",
-		Help: "Commands the embedded MQTT broker held back while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
+		Help: "Commands the embedded MQTT broker held back: beyond their agent's rate (agents.rate and burst), or while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
 	}, func() float64 { return float64(b.Stats().Paced) }))
 	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_dropped_total",

@@ -1,12 +1,15 @@
 package daemon
 
 import (
+	"encoding/json"
 	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
@@ -204,5 +208,178 @@ func TestHooks(t *testing.T) {
 	}
 	if h.submitted.Load() == 0 {
 		t.Error("the request did not pass through WrapHandler's handler")
+	}
+}
+
+// An agent sending past its rate is held at the embedded broker to the
+// rate its lane admits (agents.rate and burst: brokerauth's PaceRate). Its
+// bucket is then empty, and a halt it sends next takes no token: neither a
+// halt request on its command topic nor anything at all on its e-stop topic
+// (a panel's button may send "1": not a halt request, so only the topic
+// keeps it unpaced) waits for the rate. The broker's count of publishes that
+// waited for their rate (RateWaits) tells: a halt that took a token from the
+// empty bucket would add one. (The halt request on cmd/<agent> is moved to
+// estop/<agent> by the broker, TestHaltOnCmdIsNotQueuedBehindCommands; a
+// halt that stays on a paced topic, the shared cmd, is exempt by decoding:
+// embedded's TestPaceRateHoldsOnlyTheFlooder.)
+func TestBrokerHoldsAnAgentToItsRateButNeverAHalt(t *testing.T) {
+	for _, tc := range []struct {
+		name, topic, payload, reason string
+	}{
+		{"halt request on cmd", "cmd", `{"id":"h","agent":"planner","op":"halt","reason":"after a held burst"}`, "after a held burst"},
+		{"anything on estop", "estop", "1", "e-stop topic"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			// A token a second: the bucket is still empty for a second
+			// after the last held request went through.
+			cfg.Agents.Rate, cfg.Agents.Burst = 1, 1
+			d, err := Start(Options{Config: cfg, NoHTTP: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID("planner").
+				SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
+			if tok := c.Connect(); !tok.WaitTimeout(testtool.Slow(5*time.Second)) || tok.Error() != nil {
+				t.Fatalf("connect: %v", tok.Error())
+			}
+			defer c.Disconnect(50)
+			topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+			var toks []paho.Token
+			for i := range 3 {
+				toks = append(toks, c.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"s`+strconv.Itoa(i)+`","agent":"planner","op":"status"}`))
+			}
+			for _, tok := range toks { // each PUBACK comes once its token was due
+				if !tok.WaitTimeout(testtool.Slow(10*time.Second)) || tok.Error() != nil {
+					t.Fatalf("publish: %v", tok.Error())
+				}
+			}
+			held := d.Broker.Broker.Stats()
+			if held.RateWaits < 2 {
+				t.Fatalf("3 requests at once past a burst of 1: %d held to the agent's rate, want 2 (%+v)", held.RateWaits, held)
+			}
+			where := topics.AgentCmd("planner")
+			if tc.topic == "estop" {
+				where = topics.EstopAgent("planner")
+			}
+			c.Publish(where, 1, false, tc.payload)
+			deadline := time.Now().Add(testtool.Slow(10 * time.Second))
+			for {
+				if halted, why := d.Sup.Engine().Halted(); halted {
+					if !strings.Contains(why, tc.reason) {
+						t.Fatalf("halted for %q", why)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the halt never latched")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if st := d.Broker.Broker.Stats(); st.RateWaits != held.RateWaits || st.Paced != held.Paced {
+				t.Errorf("the halt was held at the door: rate waits %d -> %d, paced %d -> %d",
+					held.RateWaits, st.RateWaits, held.Paced, st.Paced)
+			}
+		})
+	}
+}
+
+// stallHandler holds every request but a halt until release is closed:
+// the supervisor's command connection stuck behind what it was given, as
+// a flood keeps it on a quarter of a core.
+type stallHandler struct {
+	mqtt.Handler
+	release chan struct{}
+	stalled atomic.Bool
+}
+
+func (h *stallHandler) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
+	if req.Op != api.OpHalt {
+		h.stalled.Store(true)
+		<-h.release
+	}
+	h.Handler.Submit(agent, req, derr, received, reply)
+}
+
+// A halt request on an agent's command topic is moved by the embedded
+// broker to the agent's e-stop topic (Reroute), which the supervisor reads
+// on a connection of its own: it latches, and is answered under its id,
+// even while the command connection is stuck behind an earlier request.
+// Left on the command topic it waited behind that request.
+func TestHaltOnCmdIsNotQueuedBehindCommands(t *testing.T) {
+	cfg := testConfig(t)
+	stall := &stallHandler{release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(stall.release) }) }
+	d, err := Start(Options{Config: cfg, NoHTTP: true, WrapHandler: func(h mqtt.Handler) mqtt.Handler {
+		stall.Handler = h
+		return stall
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer release()
+	pw, err := os.ReadFile(filepath.Join(cfg.MQTT.Auth.CredentialsDir, "planner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(d.BrokerURL).SetClientID("planner").
+		SetUsername("planner").SetPassword(strings.TrimSpace(string(pw))))
+	if tok := c.Connect(); !tok.WaitTimeout(testtool.Slow(5*time.Second)) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(50)
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
+	answered := make(chan string, 4)
+	if tok := c.Subscribe(topics.Reply("planner"), 1, func(_ paho.Client, m paho.Message) {
+		answered <- string(m.Payload())
+	}); !tok.WaitTimeout(testtool.Slow(5*time.Second)) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	c.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"s","agent":"planner","op":"status"}`)
+	deadline := time.Now().Add(testtool.Slow(10 * time.Second))
+	for !stall.stalled.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the status request never reached the supervisor")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Publish(topics.AgentCmd("planner"), 1, false, `{"id":"h","agent":"planner","op":"halt","reason":"behind a stuck queue"}`)
+	for {
+		if halted, why := d.Sup.Engine().Halted(); halted {
+			if !strings.Contains(why, "behind a stuck queue") {
+				t.Fatalf("halted for %q", why)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the halt on cmd/planner did not latch while the command connection was stuck (broker %+v)", d.Broker.Broker.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := d.Broker.Broker.Stats().Rerouted; n != 1 {
+		t.Errorf("the broker moved %d publishes, want 1 (the halt)", n)
+	}
+	release()
+	for got := map[string]bool{}; !got["h"]; {
+		select {
+		case p := <-answered:
+			var rep api.Reply
+			if err := json.Unmarshal([]byte(p), &rep); err != nil {
+				t.Fatalf("reply %s: %v", p, err)
+			}
+			if rep.ID == "h" && !rep.OK {
+				t.Fatalf("the halt was answered %s", p)
+			}
+			got[rep.ID] = true
+		case <-time.After(testtool.Slow(10 * time.Second)):
+			t.Fatal("the halt was not answered under its id")
+		}
 	}
 }

@@ -13,6 +13,8 @@ var benchFlags = map[string][]string{
 	"journal": {"n", "records", "junk-time"},
 	"mqtt":    {"n", "broker", "halts", "agents", "expiries", "slow-fsync", "agents-time", "flood-rate", "halt-topic"},
 	"rss":     {"daemon", "settle", "flood-time", "after"},
+	"pi": {"daemon", "cpu", "period", "fsync-delay", "rounds", "steps", "halts", "flood-steps", "expiries", "records",
+		"weight", "cgroup-parent", "settle", "profile"},
 }
 
 // hasFlag reports whether a usage lists flag name (as PrintDefaults does).

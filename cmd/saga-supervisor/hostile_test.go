@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -345,6 +346,12 @@ func caseFlood(t *testing.T, h *hostile) {
 	// The lanes' refusals are journaled in aggregate: a REFUSED record per
 	// agent and code a second, carrying the count — not one per request.
 	// (They are counted every second: wait for the last count.)
+	// On the embedded broker the flooder is held to its rate at the door
+	// (embedded.Options.PaceRate), so its lane may have had nothing to
+	// refuse for its rate at all: then there is nothing to count.
+	if codes[api.CodeRateLimited] == 0 && h.kind == "embedded" && h.brokerPaced(t) > 0 {
+		return
+	}
 	var agg []jrec
 	daemontestWait(t, "the flood's refusals counted in the journal", 10*time.Second, func() bool {
 		agg = agg[:0]
@@ -364,6 +371,20 @@ func caseFlood(t *testing.T, h *hostile) {
 	if secs := int(time.Since(floodStart).Seconds()) + 3; len(agg) > 2*secs {
 		t.Errorf("%d REFUSED records of RATE_LIMITED for the flooder in about %d s: not aggregated", len(agg), secs)
 	}
+}
+
+// brokerPaced is the embedded broker's saga_mqtt_paced_total: publishes
+// held at the door, for a congested supervisor or for their agent's rate.
+func (h *hostile) brokerPaced(t *testing.T) float64 {
+	t.Helper()
+	_, metrics := h.d.get("/metrics")
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, "saga_mqtt_paced_total "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // floodProc is a flooding agent in processes of its own: mosquitto_pub
@@ -628,8 +649,11 @@ func caseRateLimited(t *testing.T, h *hostile) {
 			t.Errorf("step %s: %s", r.ID, r.Raw)
 		}
 	}
-	if codes[api.CodeRateLimited] == 0 {
-		t.Errorf("600 pipelined steps, none RATE_LIMITED: %v", codes)
+	// On the embedded broker, steps over the rate wait at the door for
+	// their tokens (embedded.Options.PaceRate) rather than reach the lane
+	// to be refused: either is the rate holding.
+	if codes[api.CodeRateLimited] == 0 && (h.kind != "embedded" || h.brokerPaced(t) == 0) {
+		t.Errorf("600 pipelined steps, none RATE_LIMITED, none held by the broker: %v", codes)
 	}
 	t.Logf("replies by code %v", codes)
 	a.ok(t, "abort", kv{"saga": saga})

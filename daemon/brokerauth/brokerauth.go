@@ -109,7 +109,15 @@ func StartEmbedded(cfg *config.Config, lg *slog.Logger) (*Started, error) {
 		// Commands wait for a congested supervisor rather than be dropped,
 		// so one agent's flood cannot crowd out another's heartbeats. A
 		// halt never waits.
-		Paced: topics.CommandFilters(), PacedFor: []string{cfg.MQTT.ClientID}, Urgent: mqtt.IsHalt}
+		Paced: topics.CommandFilters(), PacedFor: []string{cfg.MQTT.ClientID}, Urgent: mqtt.IsHalt,
+		// And each agent to the rate its lane admits: a flooder's excess
+		// waits unread in its socket rather than costing the CPU the halt
+		// path needs.
+		PaceRate: cfg.Agents.Rate, PaceBurst: cfg.Agents.Burst,
+		// A halt request on an agent's command topic goes to its e-stop
+		// topic: read on the supervisor's e-stop connection, it is not
+		// queued behind the commands waiting for the command connection.
+		Reroute: mqtt.EstopRoute(topics)}
 	st := &Started{Anonymous: cfg.MQTT.Auth.Anonymous, CredentialsDir: cfg.MQTT.Auth.CredentialsDir}
 	if !st.Anonymous {
 		pol := Policy(cfg)

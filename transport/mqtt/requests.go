@@ -112,6 +112,30 @@ func IsHalt(payload []byte) bool {
 	return err == nil && req.Op == api.OpHalt
 }
 
+// EstopRoute returns the embedded broker's Reroute for t
+// (embedded.Options.Reroute): a halt request on an agent's command topic,
+// naming that agent, goes to the agent's e-stop topic instead. The
+// transport reads the e-stop topics on a connection of their own and acts
+// on a halt request there as on the command topic (its id answered, its
+// reason journaled), so the halt is served the same way but is not queued
+// behind the commands the broker holds for the command connection. Any
+// other payload, one naming another agent (refused on the command topic),
+// and the shared command topic stay where they are.
+func EstopRoute(t Topics) func(topic string, payload []byte) string {
+	prefix := t.Cmd() + "/"
+	return func(topic string, payload []byte) string {
+		agent, ok := strings.CutPrefix(topic, prefix)
+		if !ok || api.ValidName(agent) != nil || !mayBeHalt(payload) {
+			return ""
+		}
+		req, err := api.DecodeRequest(payload, api.DefaultMaxRequestBytes)
+		if err != nil || req.Op != api.OpHalt || req.Agent != agent {
+			return ""
+		}
+		return t.EstopAgent(agent)
+	}
+}
+
 // shed asks the Handler whether agent's request may be refused unread.
 func (t *Transport) shed(agent string) bool {
 	s, ok := t.h.(Shedder)

@@ -52,3 +52,28 @@ func TestIsHalt(t *testing.T) {
 		}
 	}
 }
+
+// EstopRoute moves only a halt request naming the agent of the command
+// topic it was sent on; everything else stays where it was sent.
+func TestEstopRoute(t *testing.T) {
+	tp := Topics{Prefix: "saga/v1", Device: "arm1"}
+	route := EstopRoute(tp)
+	halt := `{"id":"1","agent":"a","op":"halt","reason":"r"}`
+	for _, tt := range []struct {
+		topic, payload, want string
+	}{
+		{tp.AgentCmd("a"), halt, tp.EstopAgent("a")},
+		{tp.AgentCmd("a"), `{"id":"1","agent":"a","op":"h\u0061lt"}`, tp.EstopAgent("a")},
+		{tp.AgentCmd("b"), halt, ""}, // names another agent: refused on cmd/b, not a halt
+		{tp.Cmd(), halt, ""},         // the shared topic stays
+		{tp.AgentCmd("a"), `{"id":"halt","agent":"a","op":"heartbeat","lease":"L","epoch":1}`, ""},
+		{tp.AgentCmd("a"), `{"op":"halt"`, ""},
+		{tp.AgentCmd("a/x"), halt, ""},
+		{tp.EstopAgent("a"), halt, ""},
+		{"other/v1/arm1/cmd/a", halt, ""},
+	} {
+		if got := route(tt.topic, []byte(tt.payload)); got != tt.want {
+			t.Errorf("route(%s, %s) = %q, want %q", tt.topic, tt.payload, got, tt.want)
+		}
+	}
+}

@@ -132,6 +132,27 @@ type Options struct {
 	Urgent   func(payload []byte) bool
 	PaceAt   int           // default DefaultPaceAt
 	PaceWait time.Duration // default DefaultPaceWait
+	// PaceRate, if positive, also paces each publisher of a paced topic
+	// to a token bucket of its own — PaceRate publishes a second
+	// sustained, PaceBurst at once — keyed by its username (its client id
+	// when anonymous). A publish over the rate waits for its token on its
+	// client's goroutine, at most PaceWait, like one waiting for a
+	// congested subscriber (an urgent one never waits). The daemon gives
+	// the agents' own rate and burst (agents.rate, agents.burst): a
+	// flooding agent is then held at the door at the rate its lane admits,
+	// its excess left unread in its socket, instead of being read, routed,
+	// decoded and refused at whatever rate the CPU allows — on a small
+	// board, all of it, and the halt path's share with it.
+	PaceRate  float64
+	PaceBurst int
+	// Reroute, if not nil, may move a publish to another topic before it
+	// is routed: it returns the new topic, or "" to leave it. The daemon
+	// moves a halt request sent on an agent's command topic to the
+	// agent's e-stop topic, which the supervisor reads on a connection of
+	// its own, so the halt is not queued behind commands already waiting
+	// for the supervisor. A retained publish is never moved, nor one to a
+	// topic its publisher may not write.
+	Reroute func(topic string, payload []byte) string
 
 	MaxClients       int
 	MaxPendingWrites int
@@ -199,9 +220,12 @@ func StartOptions(opt Options) (*Broker, error) {
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second)),
 		SysTopicResendInterval: int64(sysTopicsEvery / time.Second)})
 	g := &guard{srv: srv, log: log, pw: opt.Passwords, policy: opt.Policy, maxRetained: orDefault(opt.MaxRetained, DefaultMaxRetained),
-		pacedTopics: opt.Paced, pacedFor: opt.PacedFor, urgent: opt.Urgent, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
+		pacedTopics: opt.Paced, pacedFor: opt.PacedFor, urgent: opt.Urgent, reroute: opt.Reroute, paceAt: orDefault(opt.PaceAt, DefaultPaceAt), paceWait: opt.PaceWait}
 	if g.paceWait <= 0 {
 		g.paceWait = DefaultPaceWait
+	}
+	if opt.PaceRate > 0 {
+		g.rate = &rateBuckets{rate: opt.PaceRate, burst: float64(max(1, opt.PaceBurst)), buckets: map[string]*rateBucket{}}
 	}
 	g.sessions = newSessions(srv, func(cl *mqtt.Client, filters int) {
 		g.sessionsRepaired.Add(1)
@@ -302,8 +326,10 @@ type Stats struct {
 	RefusedPublishes  int64 // publishes (or retains) the policy forbids
 	RefusedSubscribes int64 // subscriptions (filters) the policy forbids
 	RefusedRetained   int64 // retained publishes beyond MaxRetained
-	Paced             int64 // publishes on a paced topic that waited for a congested subscriber
+	Paced             int64 // publishes on a paced topic that waited: for a congested subscriber or for their publisher's rate
+	RateWaits         int64 // of those, the ones that waited for their publisher's rate (PaceRate)
 	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
+	Rerouted          int64 // publishes moved to another topic (Reroute): halts sent on a command topic
 	Dropped           int64 // messages not delivered: a subscriber's queue (MaxPendingWrites, MaxInflight) was full
 	SessionsRepaired  int64 // connected clients put back in mochi's table (sessions.go)
 }
@@ -318,6 +344,8 @@ func (b *Broker) Stats() Stats {
 		RefusedSubscribes: g.subscribes.Load(),
 		RefusedRetained:   g.retained.Load(),
 		Paced:             g.paced.Load(),
+		RateWaits:         g.rateWaits.Load(),
+		Rerouted:          g.rerouted.Load(),
 		PaceTimeouts:      g.paceTimeouts.Load(),
 		Dropped:           atomic.LoadInt64(&info.MessagesDropped) + atomic.LoadInt64(&info.InflightDropped),
 		SessionsRepaired:  g.sessionsRepaired.Load(),
@@ -365,6 +393,7 @@ type guard struct {
 	pacedTopics []string // topic filters whose publishes wait for a congested subscriber
 	pacedFor    []string // client ids whose congestion counts; empty: any subscriber's
 	urgent      func(payload []byte) bool
+	reroute     func(topic string, payload []byte) string
 	paceAt      int
 	paceWait    time.Duration
 
@@ -372,7 +401,9 @@ type guard struct {
 	sessions *sessions
 
 	connects, publishes, subscribes, retained atomic.Int64
-	paced, paceTimeouts                       atomic.Int64
+	paced, paceTimeouts, rateWaits            atomic.Int64
+	rerouted                                  atomic.Int64
+	rate                                      *rateBuckets // PaceRate; nil: off
 	sessionsRepaired                          atomic.Int64
 	lastLog                                   atomic.Int64 // unix nanoseconds of the last refusal logged
 }
@@ -497,7 +528,14 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 		g.refused("mqtt publish refused", "user", string(cl.Properties.Username), "topic", pk.TopicName, "retain", retain)
 		return pk, packets.CodeSuccessIgnore
 	}
-	g.pace(pk)
+	if g.reroute != nil && !retain {
+		if to := g.reroute(pk.TopicName, pk.Payload); to != "" && to != pk.TopicName &&
+			(g.policy == nil || g.policy.CanPublish(string(cl.Properties.Username), to, false)) {
+			pk.TopicName = to
+			g.rerouted.Add(1)
+		}
+	}
+	g.pace(cl, pk)
 	defer func() {
 		if retain {
 			g.lockRetain(cl) // released once mochi has stored it (OnRetainMessage)
@@ -517,14 +555,36 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 }
 
 // pace holds a publish on a paced topic, on its client's goroutine, while
-// a subscriber of the topic is congested, for at most paceWait; an urgent
-// one (a halt) never waits. Only the publishing client is held up.
-func (g *guard) pace(pk packets.Packet) {
-	if !g.isPaced(pk.TopicName) || g.urgent != nil && g.urgent(pk.Payload) || !g.congested(pk.TopicName) {
+// its publisher is over its rate (PaceRate) and then while a subscriber of
+// the topic is congested, for at most paceWait in all; an urgent one (a
+// halt) never waits. Only the publishing client is held up.
+func (g *guard) pace(cl *mqtt.Client, pk packets.Packet) {
+	if !g.isPaced(pk.TopicName) || g.urgent != nil && g.urgent(pk.Payload) {
+		return
+	}
+	deadline := time.Now().Add(g.paceWait)
+	if g.rate != nil {
+		key := string(cl.Properties.Username)
+		if key == "" {
+			key = cl.ID
+		}
+		if wait := g.rate.take(key, time.Now()); wait > 0 {
+			g.paced.Add(1)
+			g.rateWaits.Add(1)
+			if wait > g.paceWait {
+				g.paceTimeouts.Add(1)
+				wait = g.paceWait
+			}
+			time.Sleep(wait)
+			if !g.congested(pk.TopicName) {
+				return
+			}
+		}
+	}
+	if !g.congested(pk.TopicName) {
 		return
 	}
 	g.paced.Add(1)
-	deadline := time.Now().Add(g.paceWait)
 	for g.congested(pk.TopicName) {
 		if time.Now().After(deadline) {
 			g.paceTimeouts.Add(1)
@@ -532,6 +592,53 @@ func (g *guard) pace(pk packets.Packet) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// rateBuckets are the publishers' token buckets (Options.PaceRate).
+type rateBuckets struct {
+	rate, burst float64
+	mu          sync.Mutex
+	buckets     map[string]*rateBucket
+}
+
+type rateBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// maxRateBuckets bounds the buckets kept: beyond it, full ones (their
+// publishers quiet for burst/rate) are forgotten, as a new one starts
+// full anyway.
+const maxRateBuckets = 1024
+
+// take spends a token of key's bucket and returns how long until it was
+// due: 0 when one was there. A token not there yet is spent ahead (the
+// bucket goes below zero), so publishers of one key waiting side by side
+// each wait their turn.
+func (r *rateBuckets) take(key string, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.buckets[key]
+	if b == nil {
+		if len(r.buckets) >= maxRateBuckets {
+			for k, o := range r.buckets {
+				if o.tokens+now.Sub(o.at).Seconds()*r.rate >= r.burst {
+					delete(r.buckets, k)
+				}
+			}
+		}
+		b = &rateBucket{tokens: r.burst, at: now}
+		r.buckets[key] = b
+	}
+	if dt := now.Sub(b.at); dt > 0 {
+		b.tokens = min(r.burst, b.tokens+dt.Seconds()*r.rate)
+		b.at = now
+	}
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / r.rate * float64(time.Second))
 }
 
 func (g *guard) isPaced(topic string) bool {

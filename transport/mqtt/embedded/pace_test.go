@@ -234,3 +234,93 @@ func TestOnlyTheNamedSubscriberPaces(t *testing.T) {
 		t.Errorf("stats %+v: paced for a subscriber not named", st)
 	}
 }
+
+// With PaceRate, a publisher past its burst waits for its tokens at the
+// broker; another publisher has a bucket of its own and does not wait
+// for it, and an urgent publish (a halt) never waits.
+func TestPaceRateHoldsOnlyTheFlooder(t *testing.T) {
+	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Paced: []string{paceFilter}, PaceRate: 5, PaceBurst: 2,
+		Urgent: func(p []byte) bool { return string(p) == "halt" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sub := dial(t, b, "sup")
+	if tok := sub.Subscribe(paceFilter, 1, func(paho.Client, paho.Message) {}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	publish := func(c paho.Client, topic, payload string, n int) {
+		t.Helper()
+		var toks []paho.Token
+		for range n {
+			toks = append(toks, c.Publish(topic, 1, false, payload))
+		}
+		for _, tok := range toks {
+			if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+	}
+	flooder, other := dial(t, b, "a01"), dial(t, b, "a02")
+	publish(flooder, "saga/v1/arm1/cmd/a01", "step", 6)
+	waits := b.Stats().RateWaits
+	if waits == 0 {
+		t.Fatal("6 publishes at once past a burst of 2: none waited for its rate")
+	}
+	publish(flooder, "saga/v1/arm1/cmd/a01", "halt", 3)
+	publish(other, "saga/v1/arm1/cmd/a02", "step", 2)
+	if got := b.Stats().RateWaits; got != waits {
+		t.Errorf("a halt, or another publisher within its burst, waited for a rate: %d waits, want %d", got, waits)
+	}
+}
+
+// Reroute moves a publish to the topic it names before it is routed, and
+// never a retained one (a retained halt would be stored on the e-stop
+// topic and replayed to each new subscription).
+func TestReroute(t *testing.T) {
+	const cmd, estop = "saga/v1/arm1/cmd/a01", "saga/v1/arm1/estop/a01"
+	b, err := StartOptions(Options{Addr: "127.0.0.1:0", Reroute: func(topic string, payload []byte) string {
+		if topic == cmd && string(payload) == "halt" {
+			return estop
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan string, 8)
+	sub := dial(t, b, "sup")
+	for _, f := range []string{cmd, estop} {
+		if tok := sub.Subscribe(f, 1, func(_ paho.Client, m paho.Message) {
+			got <- fmt.Sprintf("%s %s retained=%t", m.Topic(), m.Payload(), m.Retained())
+		}); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("subscribe: %v", tok.Error())
+		}
+	}
+	pub := dial(t, b, "a01")
+	for _, p := range []struct {
+		payload string
+		retain  bool
+		want    string
+	}{
+		{"step", false, cmd + " step retained=false"},
+		{"halt", false, estop + " halt retained=false"},
+		{"halt", true, cmd + " halt retained=false"}, // a subscriber already there gets it unflagged
+	} {
+		if tok := pub.Publish(cmd, 1, p.retain, p.payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+		select {
+		case g := <-got:
+			if g != p.want {
+				t.Errorf("published %q (retain %t) on %s: got %q, want %q", p.payload, p.retain, cmd, g, p.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("published %q: nothing delivered", p.payload)
+		}
+	}
+	if n := b.Stats().Rerouted; n != 1 {
+		t.Errorf("Stats().Rerouted = %d, want 1", n)
+	}
+}

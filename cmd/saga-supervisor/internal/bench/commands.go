@@ -35,6 +35,7 @@ func init() {
 		{"journal", "the journal over a robot's lifetime: restart-to-ready with and without checkpoints, junk's journal bytes per hour, the step with the checkpointer", runJournal},
 		{"mqtt", "the MQTT front door: round trips beside the bare broker's echo and the local step, halt latency under a flood, durable steps/s of many agents", runMQTT},
 		{"rss", "the daemon's resident memory idle, at the peak of a flood through its embedded broker, and after it (Linux)", runRSS},
+		{"pi", "a Pi-class profile: the daemon as a process on a CPU quota (cgroup) and a slow fsync, beside the whole machine: step, halts under a flood, leases, restart, memory (Linux, root)", runPi},
 	}
 }
 
@@ -51,6 +52,9 @@ func Run(args []string, w io.Writer) error {
 			return s.run(args[1:], w)
 		}
 	}
+	if args[0] == launchCmd { // bench pi's launcher, internal
+		return runLaunch(args[1:], w)
+	}
 	if args[0] == "help" {
 		fmt.Fprint(w, subcommandList())
 		return nil
@@ -61,7 +65,7 @@ func Run(args []string, w io.Writer) error {
 // subcommandList lists the subcommands, for usages and errors.
 func subcommandList() string {
 	var b strings.Builder
-	b.WriteString("usage: saga-supervisor bench [disk|journal|mqtt|rss] [flags] (saga-supervisor bench NAME -h for its flags)\n\n")
+	b.WriteString("usage: saga-supervisor bench [disk|journal|mqtt|rss|pi] [flags] (saga-supervisor bench NAME -h for its flags)\n\n")
 	for _, s := range subcommands {
 		fmt.Fprintf(&b, "  %-8s %s\n", s.name, s.summary)
 	}
@@ -362,5 +366,87 @@ func runRSS(args []string, w io.Writer) error {
 		opt := rssOptions{daemons: daemons, settle: *settle, flood: *floodTime, after: *after}
 		return report(ctx, w, *asJSON, start, prog, func() error { return measureRSS(ctx, res, opt, prog) },
 			&res.TookNs, res, func() { printRSS(w, res) })
+	})
+}
+
+// runPi is `bench pi`.
+func runPi(args []string, w io.Writer) error {
+	fs, dir, asJSON := newFlags("pi", "A Raspberry Pi-class profile: the daemon (`run`, its embedded broker in it) as a process of its own,\n"+
+		"held to a fraction of a CPU by a cgroup's CFS quota over a short period, every fsync it makes slowed to an\n"+
+		"SD card's, beside the same daemon on the whole machine in the same run: the durable step, halts on the\n"+
+		"command and e-stop topics under one agent's flood with another's lease held, lease expiries, restart on a\n"+
+		"big journal, idle and peak memory. The agents run in this process, outside the quota. Needs Linux and root\n"+
+		"(or --cgroup-parent, a delegated cgroup); without a cgroup it fails rather than measure unconfined.")
+	var daemons stringsFlag
+	fs.Var(&daemons, "daemon", "a saga-supervisor binary to measure (repeat to compare builds side by side, alternating; default: this one)")
+	cpus := fs.String("cpu", "0.25,0.5", "CPU quotas to measure beside the whole machine, in CPUs (none: the whole machine only)")
+	period := fs.Duration("period", piDefaultPeriod, "the CFS period the quota is spent over")
+	delay := fs.String("fsync-delay", "2ms..10ms", "added to every fsync and fdatasync of the daemon, a duration or a uniform range (0: none)")
+	rounds := fs.Int("rounds", 2, "rounds: every condition and daemon once each, in rotating order")
+	steps := fs.Int("steps", piDefaultSteps, "durable steps timed per run")
+	halts := fs.Int("halts", piDefaultHalts, "halts per topic per run, each under a flood")
+	floodSteps := fs.Int("flood-steps", piDefaultFlood, "steps in each flood (the halt is sent when half are out)")
+	expiries := fs.Int("expiries", piDefaultExpiries, "lease expiries per run, quiet and as many under a flood")
+	records := fs.Uint64("records", piDefaultRecords, "records in the journal restarts are timed on (0: no restarts)")
+	weight := fs.Int("weight", 10000, "the CPU weight of the daemon's cgroup and of the agents' (this process moves into one of its own), on cgroup v2's\n"+
+		"scale, 1..10000: every other cgroup's default is 100, so the default keeps a shared machine's other work from deciding the figures")
+	parent := fs.String("cgroup-parent", "", "make the cgroups under this cgroup directory (default: the cpu hierarchy's root, or this process's v1 cpu cgroup)")
+	settle := fs.Duration("settle", piDefaultSettle, "the wait after ready before idle memory is read")
+	profile := fs.String("profile", "", "write each daemon's CPU profile and execution trace of the halts under this directory (a daemon built with -tags saga_profile)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	opt := piOptions{period: *period, rounds: *rounds, steps: *steps, halts: *halts, floodSteps: *floodSteps,
+		expiries: *expiries, records: *records, weight: *weight, cgroupParent: *parent, settle: *settle, profile: *profile}
+	var err error
+	if opt.cpus, err = parseCPUs(*cpus); err != nil {
+		return cli.Exit(2, "%v", err)
+	}
+	if opt.delay, err = parseDelay(*delay); err != nil {
+		return cli.Exit(2, "%v", err)
+	}
+	switch {
+	case *period < time.Millisecond || *period > time.Second:
+		return cli.Exit(2, "--period must be 1ms..1s")
+	case *rounds < 1 || *steps < 1 || *halts < 1 || *expiries < 1:
+		return cli.Exit(2, "--rounds, --steps, --halts and --expiries must be at least 1")
+	case *floodSteps < 2:
+		return cli.Exit(2, "--flood-steps must be at least 2")
+	case *weight < 1 || *weight > 10000:
+		return cli.Exit(2, "--weight must be 1..10000")
+	case *settle < 0:
+		return cli.Exit(2, "--settle must be 0 or more")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return cli.Exit(2, "this binary's path: %v", err)
+	}
+	opt.launcher = self
+	if len(daemons) == 0 {
+		daemons = append(daemons, self)
+	}
+	for i, d := range daemons {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return cli.Exit(2, "--daemon %s: %v", d, err)
+		}
+		if st, err := os.Stat(abs); err != nil || st.IsDir() {
+			return cli.Exit(2, "--daemon %s: %s", d, cli.ErrOr(err, "a directory"))
+		}
+		if slices.Contains(daemons[:i], abs) {
+			return cli.Exit(2, "--daemon %s: named twice", d)
+		}
+		daemons[i] = abs
+	}
+	opt.daemons = daemons
+	return measureIn(*dir, func(ctx context.Context, at place) error {
+		prog := newProgress()
+		defer prog("")
+		start := time.Now()
+		res := &PiResult{Dir: at.dir, Disk: at.disk, Warning: at.warning, PeriodNs: int64(opt.period), Weight: opt.weight,
+			FsyncDelay: opt.delay.String(), CPUs: opt.cpus, Daemons: opt.daemons, Rounds: opt.rounds, Steps: opt.steps,
+			Halts: opt.halts, FloodSteps: opt.floodSteps, Expiries: opt.expiries, Records: opt.records}
+		return report(ctx, w, *asJSON, start, prog, func() error { return measurePi(ctx, res, opt, prog) },
+			&res.TookNs, res, func() { printPi(w, res) })
 	})
 }

@@ -121,46 +121,7 @@ func measureRestart(ctx context.Context, dir string, size uint64) ([]RestartRow,
 	}
 	defer world.Close()
 	var nextSaga uint64 = 1
-	write := func(n uint64) error {
-		l, err := wal.Open(dir, wal.Options{})
-		if err != nil {
-			return err
-		}
-		if nextSaga == 1 && l.LastSeq() > 0 {
-			return errors.New("journal not empty")
-		}
-		target := l.LastSeq() + n
-		var buf []byte
-		put := func(r rollback.Record) error {
-			r.UnixNano = time.Now().UnixNano()
-			buf = r.AppendEncode(buf[:0])
-			_, err := l.Enqueue(uint8(r.Type), buf)
-			return err
-		}
-		for l.LastSeq()+6 <= target {
-			if err := ctx.Err(); err != nil {
-				l.Close()
-				return err
-			}
-			s := nextSaga
-			nextSaga++
-			recs := []rollback.Record{
-				{Type: rollback.RecBegin, Saga: s, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch},
-				{Type: rollback.RecIntent, Saga: s, Step: 1, Actuator: "base", Target: 1, Prior: 0, Requested: 1, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "a", Flags: rollback.FlagFirstTouch},
-				{Type: rollback.RecApplied, Saga: s, Step: 1},
-				{Type: rollback.RecIntent, Saga: s, Step: 2, Actuator: "base", Target: 0, Prior: 1, Requested: 0, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "b"},
-				{Type: rollback.RecApplied, Saga: s, Step: 2},
-				{Type: rollback.RecCommit, Saga: s},
-			}
-			for _, r := range recs {
-				if err := put(r); err != nil {
-					l.Close()
-					return err
-				}
-			}
-		}
-		return l.Close() // writes and syncs what is enqueued
-	}
+	write := func(n uint64) error { return writeCommitted(ctx, dir, n, &nextSaga) }
 	open := func(ck recovery.CheckpointOptions) (*recovery.Result, time.Duration, error) {
 		t0 := time.Now()
 		r, err := recovery.Open(recovery.Options{Dir: dir, Engine: rollback.Config{Actuators: reg}, Checkpoint: ck})
@@ -225,6 +186,53 @@ func measureRestart(ctx context.Context, dir string, size uint64) ([]RestartRow,
 	}
 	rows = append(rows, row)
 	return rows, nil
+}
+
+// writeCommitted appends about n records to the journal in dir: committed
+// sagas of two steps of the servo "base" by owner, encoded as the engine
+// encodes them, written in large batches so that a million take seconds.
+// *nextSaga is the id of the next saga (1 for a new journal, which must
+// then be empty); it is advanced past those written.
+func writeCommitted(ctx context.Context, dir string, n uint64, nextSaga *uint64) error {
+	l, err := wal.Open(dir, wal.Options{})
+	if err != nil {
+		return err
+	}
+	if *nextSaga == 1 && l.LastSeq() > 0 {
+		l.Close()
+		return errors.New("journal not empty")
+	}
+	target := l.LastSeq() + n
+	var buf []byte
+	put := func(r rollback.Record) error {
+		r.UnixNano = time.Now().UnixNano()
+		buf = r.AppendEncode(buf[:0])
+		_, err := l.Enqueue(uint8(r.Type), buf)
+		return err
+	}
+	for l.LastSeq()+6 <= target {
+		if err := ctx.Err(); err != nil {
+			l.Close()
+			return err
+		}
+		s := *nextSaga
+		*nextSaga++
+		recs := []rollback.Record{
+			{Type: rollback.RecBegin, Saga: s, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch},
+			{Type: rollback.RecIntent, Saga: s, Step: 1, Actuator: "base", Target: 1, Prior: 0, Requested: 1, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "a", Flags: rollback.FlagFirstTouch},
+			{Type: rollback.RecApplied, Saga: s, Step: 1},
+			{Type: rollback.RecIntent, Saga: s, Step: 2, Actuator: "base", Target: 0, Prior: 1, Requested: 0, Lease: owner.Lease, Epoch: owner.Epoch, CmdID: "b"},
+			{Type: rollback.RecApplied, Saga: s, Step: 2},
+			{Type: rollback.RecCommit, Saga: s},
+		}
+		for _, r := range recs {
+			if err := put(r); err != nil {
+				l.Close()
+				return err
+			}
+		}
+	}
+	return l.Close() // writes and syncs what is enqueued
 }
 
 type junkKind struct {
