@@ -150,6 +150,12 @@ func runRun(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "HALTED: the journal ends halted, so the robot starts halted: %s. Every command is refused until an operator resets it.\n", why)
 		reset.print(w)
 	}
+	if ready, reasons := d.Sup.Readiness(); !ready && !halted {
+		// Up and observable without a part (the broker, a board): say so
+		// where the user looks first, naming the part and its error.
+		lg.Warn("started NOT READY: HTTP serves, every command is refused, and what is missing is retried in the background", "reasons", strings.Join(reasons, "; "))
+		fmt.Fprintf(w, "NOT READY: %s.\n  Every command is refused until it is back; it is retried in the background, and /readyz says why meanwhile.\n", strings.Join(reasons, "; "))
+	}
 	printFirstSteps(w, cfg, d.Broker, d.BrokerURL, ctlCmd, topics)
 	if !halted {
 		reset.print(w)

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+)
+
+// booted is the real binary started, as systemd starts it (a notify socket
+// and a watchdog), with a part it needs missing.
+type booted struct {
+	t       *testing.T
+	http    string
+	token   string // the operator token (reset)
+	cmd     *exec.Cmd
+	out     *syncBuffer
+	sock    *notifySocket
+	started time.Time
+}
+
+// bootWith starts `run --config cfg` with HTTP on httpAddr.
+func bootWith(t *testing.T, cfg, httpAddr, token string) *booted {
+	t.Helper()
+	b := &booted{t: t, http: httpAddr, token: token, out: &syncBuffer{}, sock: newNotifySocket(t)}
+	b.cmd = exec.Command(binary, "run", "--config", cfg)
+	b.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+b.sock.path, "WATCHDOG_USEC=1000000")
+	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
+	b.started = time.Now()
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.cmd.Process.Kill() // kill -9: no orderly stop to hide behind
+		b.cmd.Wait()
+		if t.Failed() {
+			t.Logf("the daemon's output:\n%s", lastBytes(b.out.String(), 8<<10))
+		}
+	})
+	return b
+}
+
+// bootClient gives up on a request after 2 s: the hang this file is about
+// must fail the test, not stall it.
+var bootClient = &http.Client{Timeout: 2 * time.Second}
+
+// do sends one request; code 0 when none came back.
+func (b *booted) do(method, path, auth, body string) (int, string) {
+	req, err := http.NewRequest(method, "http://"+b.http+path, strings.NewReader(body))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	res, err := bootClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer res.Body.Close()
+	got, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(got)
+}
+
+// answering waits until /readyz answers at all, and returns what.
+func (b *booted) answering() (int, string) {
+	b.t.Helper()
+	var code int
+	var body string
+	daemontest.WaitFor(b.t, "HTTP to answer /readyz", 20*time.Second, func() bool {
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		return code != 0
+	})
+	return code, body
+}
+
+type bootStatus struct {
+	Ready     bool     `json:"ready"`
+	Reasons   []string `json:"reasons"`
+	Halted    bool     `json:"halted"`
+	HaltWhy   string   `json:"halt_reason"`
+	Actuators []struct {
+		Name      string  `json:"name"`
+		Commanded float64 `json:"commanded"`
+	} `json:"actuators"`
+}
+
+func (b *booted) status() bootStatus {
+	b.t.Helper()
+	code, body := b.do(http.MethodGet, "/api/v1/status", "", "")
+	var st bootStatus
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+		b.t.Fatalf("status: %d %s", code, body)
+	}
+	return st
+}
+
+// commanded is every actuator's commanded value, in one string.
+func (s bootStatus) commanded() string {
+	var parts []string
+	for _, a := range s.Actuators {
+		parts = append(parts, fmt.Sprintf("%s=%g", a.Name, a.Commanded))
+	}
+	return strings.Join(parts, " ")
+}
+
+// reasonAbout is the first not-ready reason containing part, or "".
+func (s bootStatus) reasonAbout(part string) string {
+	for _, r := range s.Reasons {
+		if strings.Contains(r, part) {
+			return r
+		}
+	}
+	return ""
+}
+
+// haltOverHTTP halts as the dashboard's E-STOP does, and checks it latched.
+func (b *booted) haltOverHTTP() {
+	b.t.Helper()
+	if code, body := b.do(http.MethodPost, "/api/v1/halt", "", `{"reason":"boot test"}`); code != 200 {
+		b.t.Fatalf("halt: %d %s", code, body)
+	}
+	if st := b.status(); !st.Halted {
+		b.t.Fatalf("not halted after POST /api/v1/halt: %+v", st)
+	}
+}
+
+// reattached waits until no not-ready reason names part, and returns how
+// long that took from since.
+func (b *booted) reattached(part string, since time.Time) time.Duration {
+	b.t.Helper()
+	daemontest.WaitFor(b.t, part+" to reattach", 30*time.Second, func() bool {
+		return b.status().reasonAbout(part) == ""
+	})
+	return time.Since(since)
+}
+
+// resetAndReady resets the halt with the operator token and waits for
+// /readyz to say ready.
+func (b *booted) resetAndReady() {
+	b.t.Helper()
+	if code, body := b.do(http.MethodPost, "/api/v1/reset", b.token, `{}`); code != 200 {
+		b.t.Fatalf("reset: %d %s", code, body)
+	}
+	daemontest.WaitFor(b.t, "ready after the reset", 10*time.Second, func() bool {
+		code, _ := b.do(http.MethodGet, "/readyz", "", "")
+		return code == 200
+	})
+}
+
+// lines counts the log lines containing every one of parts.
+func (b *booted) lines(parts ...string) int {
+	n := 0
+	for _, l := range strings.Split(b.out.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// operatorToken is the token writeDaemonConfig's configs reset with.
+const operatorToken = "operator-secret-0123456789abcdef-daemon"
+
+// TestBrokerUnreachableAtBoot: with the external broker's port closed, HTTP
+// answers (it hung: the HTTP server started only after the transport's
+// Start, which waited for the broker), /readyz and the status name the
+// broker and the error, the banner says NOT READY, the log names them once
+// and then with backoff (it said "connected but not yet subscribed"),
+// systemd hears READY=1 and is fed, a halt latches; once a broker listens
+// there, the supervisor connects on its own and stays halted until a reset.
+func TestBrokerUnreachableAtBoot(t *testing.T) {
+	needTool(t, "mosquitto", "mosquitto")
+	dir := t.TempDir()
+	port := freePort(t) // closed: nothing listens there yet
+	broker := fmt.Sprintf("tcp://127.0.0.1:%d", port)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	b := bootWith(t, writeDaemonConfig(t, dir, broker, httpAddr), httpAddr, operatorToken)
+
+	code, body := b.answering()
+	t.Logf("/readyz answered %v after the start: %d %q", time.Since(b.started).Round(time.Millisecond), code, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "input mqtt: not connected to the broker "+broker) {
+		t.Fatalf("/readyz with the broker down: %d %q, want 503 naming %s", code, body, broker)
+	}
+	// The error follows at the next refresh (PollEvery) after the first
+	// failed attempt.
+	daemontest.WaitFor(t, "/readyz to give the error", 5*time.Second, func() bool {
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "connection refused")
+	})
+	st := b.status()
+	if st.Ready || !strings.Contains(st.reasonAbout("input mqtt"), "connection refused") {
+		t.Fatalf("status with the broker down: %+v", st)
+	}
+	for _, path := range []string{"/metrics", "/", "/api/v1/dashboard", "/api/v1/events"} {
+		if code, body := b.do(http.MethodGet, path, "", ""); code != 200 {
+			t.Errorf("GET %s with the broker down: %d %.200s", path, code, body)
+		}
+	}
+	daemontest.WaitFor(t, "READY=1 and the watchdog fed", 10*time.Second, func() bool {
+		return b.sock.count("READY=1") == 1 && b.sock.count("WATCHDOG=1") >= 3
+	})
+	b.haltOverHTTP()
+	var before string
+	daemontest.WaitFor(t, "the halt to apply the safe policies (elbow 45, shoulder 10)", 10*time.Second, func() bool {
+		before = b.status().commanded()
+		return strings.Contains(before, "elbow=45") && strings.Contains(before, "shoulder=10")
+	})
+	// Retried every 500 ms, logged at the first failure and then after 5 s.
+	time.Sleep(4 * time.Second)
+	out := b.out.String()
+	if strings.Contains(out, "connected but not yet subscribed") {
+		t.Errorf("the misleading line is back:\n%s", out)
+	}
+	if !strings.Contains(out, "NOT READY: input mqtt: not connected to the broker "+broker) {
+		t.Errorf("the banner does not say NOT READY with the broker:\n%s", out)
+	}
+	logged := b.lines("cannot connect to the broker", "broker="+broker, "connection refused")
+	if logged < 1 || logged > 2 {
+		t.Errorf("%d log lines naming the broker and the error in the first 4 s, want 1 or 2 (at the first failure, then with backoff)", logged)
+	}
+
+	mosqStart := time.Now()
+	runMosquitto(t, dir, port, fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n", port))
+	t.Logf("reattached %v after the broker was started", b.reattached("input mqtt", mosqStart).Round(time.Millisecond))
+	st = b.status()
+	if !st.Halted || st.Ready {
+		t.Fatalf("not halted once the broker is back: %+v", st)
+	}
+	if b.lines("connected to the broker after failing", "broker="+broker) != 1 {
+		t.Errorf("no one line saying the broker is back")
+	}
+	if after := st.commanded(); after != before {
+		t.Errorf("something moved while the broker was down: %s, then %s", before, after)
+	}
+	b.resetAndReady()
+}
