@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // booted is the real binary started, as systemd starts it (a notify socket
@@ -248,4 +250,83 @@ func TestBrokerUnreachableAtBoot(t *testing.T) {
 		t.Errorf("something moved while the broker was down: %s, then %s", before, after)
 	}
 	b.resetAndReady()
+}
+
+// TestJournalUnwritableAtStart: a journal on a read-only or full file
+// system stops `run` at once with exit status 3 (ExitJournalRefused), the
+// journal's directory and the error in its last line, never READY=1; the
+// unit's RestartPreventExitStatus= names that status, so systemd does not
+// restart it in a loop.
+func TestJournalUnwritableAtStart(t *testing.T) {
+	unit, err := os.ReadFile("../../configs/saga-supervisor.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("\nRestartPreventExitStatus=%d\n", ExitJournalRefused); !strings.Contains(string(unit), want) {
+		t.Errorf("the unit lacks %q: a journal that cannot be opened would be restarted every RestartSec", strings.TrimSpace(want))
+	}
+	for _, tc := range []struct {
+		name, want string
+		spoil      func(t *testing.T, mnt string)
+	}{
+		{"read-only", "read-only file system", func(t *testing.T, mnt string) {
+			if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
+				t.Fatalf("remount ro: %v\n%s", err, out)
+			}
+		}},
+		{"full", "no space left on device", func(t *testing.T, mnt string) {
+			f, err := os.Create(filepath.Join(mnt, "filler"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(make([]byte, 2<<20)) // more than fits: ENOSPC
+			f.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mnt := filepath.Join(dir, "sd") // the journal's own file system, as on a robot's SD card
+			os.Mkdir(mnt, 0o700)
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+				t.Fatalf("mounting a small tmpfs for the journal (the test runs as root, as CI does): %v\n%s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+			cfg := writeDaemonConfig(t, dir, fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+			yaml, _ := os.ReadFile(cfg)
+			os.WriteFile(cfg, []byte(strings.Replace(string(yaml), "  dir: "+filepath.Join(dir, "journal"), "  dir: "+filepath.Join(mnt, "journal"), 1)), 0o600)
+			os.Mkdir(filepath.Join(mnt, "journal"), 0o700)
+			tc.spoil(t, mnt)
+
+			sock := newNotifySocket(t)
+			cmd := exec.Command(binary, "run", "--config", cfg)
+			cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock.path, "WATCHDOG_USEC=1000000")
+			out := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			var werr error
+			select {
+			case werr = <-exited:
+			case <-time.After(testtool.Slow(30 * time.Second)):
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("still running 30 s after the start on a %s journal:\n%s", tc.name, out.String())
+			}
+			time.Sleep(100 * time.Millisecond) // what it sent is read from the socket by now
+			code := -1
+			if ee, ok := werr.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			text := out.String()
+			if code != ExitJournalRefused || !strings.Contains(text, filepath.Join(mnt, "journal")) || !strings.Contains(text, tc.want) {
+				t.Errorf("on a %s journal: exit %d (%v), want %d with the journal's directory and %q:\n%s", tc.name, code, werr, ExitJournalRefused, tc.want, text)
+			}
+			if n := sock.count("READY=1"); n != 0 {
+				t.Errorf("READY=1 sent %d times by a daemon without its journal", n)
+			}
+		})
+	}
 }
