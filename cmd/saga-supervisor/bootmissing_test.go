@@ -330,3 +330,84 @@ func TestJournalUnwritableAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokerRefusesAtBoot: a broker that is there but refuses the
+// supervisor — its login, or its TLS certificate — is the broker missing
+// too: HTTP answers, /readyz and the log give the broker and the error, a
+// halt latches; once the broker is mended (restarted on the same port) the
+// supervisor connects on its own and stays halted until a reset.
+func TestBrokerRefusesAtBoot(t *testing.T) {
+	needTool(t, "mosquitto", "mosquitto")
+	for _, tc := range []struct {
+		name string
+		// setup writes the bad and the mended broker's configs for port
+		// and returns them, with what the supervisor's config gets instead
+		// of "  broker: embedded", and the error /readyz must give.
+		setup func(t *testing.T, dir string, port int) (bad, good, broker, want string)
+	}{
+		{"login refused", func(t *testing.T, dir string, port int) (string, string, string, string) {
+			os.WriteFile(filepath.Join(dir, "passwd"), nil, 0o600) // no one may log in
+			bad := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous false\npassword_file %s\npersistence false\n", port, filepath.Join(dir, "passwd"))
+			good := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n", port)
+			return bad, good, fmt.Sprintf("tcp://127.0.0.1:%d", port), "not Authorized"
+		}},
+		{"TLS fails", func(t *testing.T, dir string, port int) (string, string, string, string) {
+			trusted, other := filepath.Join(dir, "trusted"), filepath.Join(dir, "other")
+			os.Mkdir(trusted, 0o700)
+			os.Mkdir(other, 0o700)
+			tc, tk, _ := writeSelfSigned(t, trusted)
+			oc, ok, _ := writeSelfSigned(t, other) // a certificate the supervisor does not trust
+			conf := "listener %d 127.0.0.1\ncertfile %s\nkeyfile %s\nallow_anonymous true\npersistence false\n"
+			broker := fmt.Sprintf("ssl://127.0.0.1:%d\n  tls:\n    ca_file: %s", port, tc)
+			return fmt.Sprintf(conf, port, oc, ok), fmt.Sprintf(conf, port, tc, tk), broker, "certificate signed by unknown authority"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			port := freePort(t)
+			bad, good, broker, want := tc.setup(t, dir, port)
+			if os.Getuid() == 0 {
+				// As root mosquitto would drop to a user who cannot read
+				// the test's files.
+				bad, good = bad+"user root\n", good+"user root\n"
+			}
+			badPath, goodPath := filepath.Join(dir, "bad.conf"), filepath.Join(dir, "good.conf")
+			os.WriteFile(badPath, []byte(bad), 0o600)
+			os.WriteFile(goodPath, []byte(good), 0o600)
+			_, mosq := runMosquittoConf(t, badPath, port)
+
+			httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			cfg := writeDaemonConfig(t, dir, "tcp://127.0.0.1:1", httpAddr)
+			yaml, _ := os.ReadFile(cfg)
+			os.WriteFile(cfg, []byte(strings.Replace(string(yaml), "  broker: tcp://127.0.0.1:1\n", "  broker: "+broker+"\n", 1)), 0o600)
+			url, _, _ := strings.Cut(broker, "\n")
+			b := bootWith(t, cfg, httpAddr, operatorToken)
+
+			b.answering()
+			var body string
+			daemontest.WaitFor(t, "/readyz to give the broker and the error", 10*time.Second, func() bool {
+				var code int
+				code, body = b.do(http.MethodGet, "/readyz", "", "")
+				return code == http.StatusServiceUnavailable && strings.Contains(body, "not connected to the broker "+url) && strings.Contains(body, want)
+			})
+			t.Logf("/readyz: %q", body)
+			b.haltOverHTTP()
+			daemontest.WaitFor(t, "READY=1 and the watchdog fed", 10*time.Second, func() bool {
+				return b.sock.count("READY=1") == 1 && b.sock.count("WATCHDOG=1") >= 3
+			})
+			if n := b.lines("cannot connect to the broker", "broker="+url, want); n < 1 || n > 2 {
+				t.Errorf("%d log lines naming the broker and %q, want 1 or 2 (at the first failure, then with backoff)", n, want)
+			}
+
+			mosq.Process.Kill()
+			mosq.Wait()
+			mended := time.Now()
+			runMosquittoConf(t, goodPath, port)
+			t.Logf("reattached %v after the mended broker was started", b.reattached("input mqtt", mended).Round(time.Millisecond))
+			if st := b.status(); !st.Halted {
+				t.Fatalf("not halted once the broker is mended: %+v", st)
+			}
+			b.resetAndReady()
+		})
+	}
+}
