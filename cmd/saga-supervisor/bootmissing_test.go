@@ -151,9 +151,17 @@ func (b *booted) reattached(part string, since time.Time) time.Duration {
 // /readyz to say ready.
 func (b *booted) resetAndReady() {
 	b.t.Helper()
-	if code, body := b.do(http.MethodPost, "/api/v1/reset", b.token, `{}`); code != 200 {
-		b.t.Fatalf("reset: %d %s", code, body)
-	}
+	// A reset is refused (NOT_READY) until what came back has reported
+	// (a board's first readings): asked again until it is taken.
+	var code int
+	var body string
+	daemontest.WaitFor(b.t, "a reset to be taken", 10*time.Second, func() bool {
+		code, body = b.do(http.MethodPost, "/api/v1/reset", b.token, `{}`)
+		if code != 200 && !strings.Contains(body, `"NOT_READY"`) {
+			b.t.Fatalf("reset: %d %s", code, body)
+		}
+		return code == 200
+	})
 	daemontest.WaitFor(b.t, "ready after the reset", 10*time.Second, func() bool {
 		code, _ := b.do(http.MethodGet, "/readyz", "", "")
 		return code == 200
@@ -406,6 +414,96 @@ func TestBrokerRefusesAtBoot(t *testing.T) {
 			t.Logf("reattached %v after the mended broker was started", b.reattached("input mqtt", mended).Round(time.Millisecond))
 			if st := b.status(); !st.Halted {
 				t.Fatalf("not halted once the broker is mended: %+v", st)
+			}
+			b.resetAndReady()
+		})
+	}
+}
+
+// TestBoardMissingAtBoot: a microcontroller board whose serial port is
+// absent (the USB cable out), or present but silent (the board not
+// running), leaves the daemon up: HTTP answers, /readyz names the board
+// and why, a halt latches; once the port and the board are there, the
+// link comes up on its own and the daemon stays halted until a reset.
+func TestBoardMissingAtBoot(t *testing.T) {
+	socat := needTool(t, "socat", "socat")
+	for _, tc := range []struct {
+		name       string
+		portAtBoot bool   // the cable is there at the start, the board silent
+		want       string // in /readyz while it is missing
+	}{
+		{"port absent", false, "cannot open the port"},
+		{"board silent", true, "input mcu board: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			host, board := filepath.Join(dir, "ttyHost"), filepath.Join(dir, "ttyMCU")
+			cable := func() {
+				c := exec.Command(socat, "pty,raw,echo=0,link="+host, "pty,raw,echo=0,link="+board)
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+				daemontest.WaitFor(t, "socat's ptys", 10*time.Second, func() bool {
+					_, e1 := os.Stat(host)
+					_, e2 := os.Stat(board)
+					return e1 == nil && e2 == nil
+				})
+			}
+			if tc.portAtBoot {
+				cable()
+			}
+			token := filepath.Join(dir, "token")
+			os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+			httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			cfg := filepath.Join(dir, "robot.yaml")
+			text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host),
+				`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
+			os.WriteFile(cfg, []byte(text), 0o600)
+			if out, code := run(t, "check-config", cfg); code != 0 {
+				t.Fatalf("test config invalid:\n%s", out)
+			}
+			b := bootWith(t, cfg, httpAddr, operatorToken)
+
+			b.answering()
+			var body string
+			daemontest.WaitFor(t, "/readyz to name the board", 10*time.Second, func() bool {
+				var code int
+				code, body = b.do(http.MethodGet, "/readyz", "", "")
+				return code == http.StatusServiceUnavailable && strings.Contains(body, "input mcu board") && strings.Contains(body, tc.want)
+			})
+			t.Logf("/readyz: %q", body)
+			b.haltOverHTTP()
+			daemontest.WaitFor(t, "READY=1 and the watchdog fed", 10*time.Second, func() bool {
+				return b.sock.count("READY=1") == 1 && b.sock.count("WATCHDOG=1") >= 3
+			})
+			var before string
+			daemontest.WaitFor(t, "the halt to apply the safe policies", 10*time.Second, func() bool {
+				before = b.status().commanded()
+				return strings.Contains(before, "elbow=45")
+			})
+
+			back := time.Now()
+			if !tc.portAtBoot {
+				cable()
+			}
+			mcu := exec.Command(binary, "sim-mcu", "--port", board, "--channels", "45", "--supplies", "12", "--control", "127.0.0.1:0")
+			mcuOut := &syncBuffer{}
+			mcu.Stdout, mcu.Stderr = mcuOut, mcuOut
+			if err := mcu.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mcu.Process.Kill(); mcu.Wait() })
+			t.Logf("reattached %v after the board came back", b.reattached("input mcu board", back).Round(time.Millisecond))
+			st := b.status()
+			if !st.Halted {
+				t.Fatalf("not halted once the board is back: %+v", st)
+			}
+			if after := st.commanded(); after != before {
+				t.Errorf("something moved while the board was missing: %s, then %s", before, after)
+			}
+			if n := b.lines("serial port not opened", "port="+host); !tc.portAtBoot && (n < 1 || n > 2) {
+				t.Errorf("%d lines saying the port %s is not there, want 1 or 2 (at the first failure, then with backoff)", n, host)
 			}
 			b.resetAndReady()
 		})
