@@ -54,9 +54,9 @@ type Link struct {
 	closed   bool
 	conn     *conn
 	sess     *session
-	hello    *request  // HELLO in flight
-	helloNot time.Time // no HELLO before this
-	downErr  error     // why there is no session
+	hello    *request      // HELLO in flight
+	helloNot time.Time     // no HELLO before this
+	downErr  error         // why there is no session
 	openGate retrylog.Gate // when a port that keeps failing to open is logged again
 	nextSeq  uint8
 	pending  []*request // in flight, in seq order
