@@ -182,7 +182,8 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 }
 
 // Start connects both connections and serves requests to h. It waits
-// briefly (StartWait at most) for both to be subscribed, so that a request
+// briefly (3 s for the first attempt, 5 s more for both subscriptions once
+// connected) for both to be subscribed, so that a request
 // sent the moment it returns is not lost when the broker is there; if the
 // broker is not, it returns without them and keeps retrying in the
 // background: the supervisor runs, observable and not ready, without it.
@@ -198,21 +199,25 @@ func (t *Transport) Start(h Handler) error {
 	t.mu.Unlock()
 	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	tok := t.client.Connect()
-	timer := time.NewTimer(StartWait) // one bound for both, never one each
-	defer timer.Stop()
+	first := time.NewTimer(startConnectWait)
+	defer first.Stop()
 	select { // the first attempt's verdict
 	case <-t.tried:
-	case <-timer.C:
+	case <-first.C:
 	}
-wait:
-	for _, ch := range []chan struct{}{t.subscribed, t.estopSubd} {
-		if t.dial.Err() != nil {
-			break // the broker is not there: do not wait for it
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			break wait
+	if t.dial.Err() == nil && t.client.IsConnectionOpen() {
+		// The broker is there: wait for both subscriptions, with one
+		// bound for the two (never one each).
+		subs := time.NewTimer(startSubscribeWait)
+		defer subs.Stop()
+	wait:
+		for _, ch := range []chan struct{}{t.subscribed, t.estopSubd} {
+			select {
+			case <-ch:
+			case <-subs.C:
+				t.log.Warn("mqtt: connected to the broker, but not yet subscribed: serving once the subscriptions are confirmed", "broker", t.opt.Broker)
+				break wait
+			}
 		}
 	}
 	// With ConnectRetry the token completes only once connected, or with
@@ -228,8 +233,12 @@ wait:
 	return nil
 }
 
-// StartWait bounds how long Start waits for the broker.
-const StartWait = 3 * time.Second
+// How long Start waits for the first connection attempt's verdict, and
+// then, with the broker there, for both subscriptions.
+const (
+	startConnectWait   = 3 * time.Second
+	startSubscribeWait = 5 * time.Second
+)
 
 // onNotify follows one connection's attempts: a failure is remembered
 // (Ready says it) and logged through the connection's gate; the first
