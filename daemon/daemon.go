@@ -238,6 +238,7 @@ func Start(opt Options) (_ *Daemon, err error) {
 				d.httpErr <- err
 			}
 		}()
+		lg.Info("http serving", "addr", d.httpLn.Addr().String())
 	}
 	var h mqtt.Handler = d.Sup
 	if opt.WrapHandler != nil {
