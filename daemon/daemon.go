@@ -1,7 +1,8 @@
 // Package daemon assembles saga-supervisor from a configuration, in one
 // place and one order: the embedded MQTT broker (locked by the config's
 // logins and ACL), the HTTP listener, the drivers, the MQTT transport, the
-// supervisor — crash recovery first — and the HTTP endpoints. `run`, the
+// supervisor — crash recovery first — then the HTTP endpoints, and only
+// then the transport's connection, which never holds them up. `run`, the
 // demo and the tests' harness all start it through Start, so they run one
 // production path, and nothing is bound late: the transport is built
 // before the supervisor (its Publisher) and connected after it (its
@@ -203,22 +204,10 @@ func Start(opt Options) (_ *Daemon, err error) {
 	if d.Broker != nil {
 		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
 	}
-	var h mqtt.Handler = d.Sup
-	if opt.WrapHandler != nil {
-		h = opt.WrapHandler(h)
-	}
-	if err = d.Transport.Start(h); err != nil {
-		return nil, err
-	}
-	d.Sup.Refresh() // ready now if the broker is there, not a poll later
-	if cfg.MQTT.HomeAssistant.Enabled {
-		ctx, cancel := context.WithCancel(context.Background())
-		d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
-		go func() {
-			defer close(d.announceDone)
-			announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
-		}()
-	}
+	// HTTP serves from here on, before the transport starts: /readyz,
+	// the status, the dashboard and its halt answer whatever the broker
+	// does (it may be down for as long as it likes; the transport keeps
+	// retrying in the background and /readyz says why it is not ready).
 	if d.httpLn != nil {
 		// Every request passes the Host and Origin checks first.
 		// Then the login (http.login: on by default beyond loopback).
@@ -248,6 +237,23 @@ func Start(opt Options) (_ *Daemon, err error) {
 			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 				d.httpErr <- err
 			}
+		}()
+		lg.Info("http serving", "addr", d.httpLn.Addr().String())
+	}
+	var h mqtt.Handler = d.Sup
+	if opt.WrapHandler != nil {
+		h = opt.WrapHandler(h)
+	}
+	if err = d.Transport.Start(h); err != nil {
+		return nil, err
+	}
+	d.Sup.Refresh() // ready now if the broker is there, not a poll later
+	if cfg.MQTT.HomeAssistant.Enabled {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
+		go func() {
+			defer close(d.announceDone)
+			announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
 		}()
 	}
 	return d, nil

@@ -322,7 +322,7 @@ func (r *rig) post(path, token, body string) (int, string) {
 // left latched on a real rig is reset first.
 func (r *rig) waitReady() {
 	r.t.Helper()
-	reset := false
+	reset, told := false, false
 	waitFor(r.t, "the supervisor to be ready (/readyz 200)", 30*time.Second, func() bool {
 		if r.sup.exited() {
 			r.t.Fatalf("the supervisor exited: %v", r.sup.cmd.ProcessState)
@@ -332,9 +332,14 @@ func (r *rig) waitReady() {
 			return true
 		}
 		if !r.sim && !reset && strings.HasPrefix(body, "halted") {
-			r.t.Logf("the rig starts halted (%s): resetting", strings.TrimSpace(body))
-			r.post("/api/v1/reset", r.plan.Token, "")
-			reset = true
+			if !told {
+				r.t.Logf("the rig starts halted (%s): resetting", strings.TrimSpace(body))
+				told = true
+			}
+			// Asked again while refused: HTTP answers before the
+			// broker link is up, and a reset needs it.
+			rc, _ := r.post("/api/v1/reset", r.plan.Token, "")
+			reset = rc == http.StatusOK
 		}
 		return false
 	})

@@ -4,7 +4,6 @@ package hil
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -267,9 +266,9 @@ func TestSupervisorKillRecovery(t *testing.T) {
 		t.Fatalf("the restart reported a clean recovery: it compensated on a stale belief\n%s", out)
 	}
 	// The operator looks, and resets: the supervisor believes the world.
-	if code, rbody := r.post("/api/v1/reset", r.plan.Token, ""); code != http.StatusOK {
-		t.Fatalf("reset: %d %s", code, rbody)
-	}
+	// HTTP answers before the broker link is up: the reset waits for it
+	// (409 until then).
+	r.resetUntilReady()
 	r.waitReady()
 	r.checkBelief("after the reset")
 	// The lease died with the old process: its saga cannot be continued.

@@ -72,6 +72,13 @@ func (r *Result) Clean() bool {
 	return true
 }
 
+// ErrRefused is matched (errors.Is) by Open's error when the journal
+// itself could not be opened: a file system read-only or full, a chain
+// that fails its checks, records lost, another process holding it. None
+// of these passes by itself: the daemon exits and is not restarted until
+// an operator acts (docs/JOURNAL.md, docs/HARDWARE.md).
+var ErrRefused = errors.New("recovery: journal refused")
+
 // Open opens the journal — wal.Open locks it first, so a journal another
 // process owns is refused (errors.Is wal.ErrLocked) before anything in it
 // is read or cut — verifies it, rebuilds the engine and finishes every
@@ -91,7 +98,7 @@ func Open(opt Options) (_ *Result, err error) {
 	}()
 	res.Log, err = wal.Open(opt.Dir, opt.WAL)
 	if err != nil {
-		return nil, fmt.Errorf("recovery: journal refused: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	res.Opened = res.Log.OpenReport()
 	progress := func() {

@@ -427,6 +427,10 @@ func (s *Supervisor) readiness() (bool, []string) {
 	return ready, reasons
 }
 
+// Readiness is what /readyz answers, from the last refresh: whether the
+// supervisor is ready, and if not why (a halt first). It reads no driver.
+func (s *Supervisor) Readiness() (ready bool, reasons []string) { return s.readiness() }
+
 // cachedStatus is the status the last refresh computed, and when: it
 // reads no driver.
 func (s *Supervisor) cachedStatus() (Status, time.Time) {

@@ -104,6 +104,10 @@ func TestDiskFullThenRestart(t *testing.T) {
 	}
 
 	// The operator resets; a saga on the shoulder is aborted: back to 10.
+	// HTTP answers before the broker link is up, and a reset needs it.
+	daemontest.WaitFor(t, "the broker link up", 20*time.Second, func() bool {
+		return !strings.Contains(fmt.Sprint(d.status()["reasons"]), "input mqtt")
+	})
 	req, _ := http.NewRequest("POST", "http://"+httpAddr+"/api/v1/reset", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

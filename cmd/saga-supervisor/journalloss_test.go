@@ -79,6 +79,11 @@ func TestJournalLossRefusedUntilAccepted(t *testing.T) {
 	if st["halted"] != true || !strings.Contains(why, "loss accepted by the operator") {
 		t.Fatalf("started on an accepted loss: halted %v, reason %q", st["halted"], why)
 	}
+	// HTTP answers before the broker link is up (it serves whatever the
+	// broker does): a reset needs every other condition, the link too.
+	daemontest.WaitFor(t, "the broker link up", 20*time.Second, func() bool {
+		return !strings.Contains(fmt.Sprint(d.status()["reasons"]), "input mqtt")
+	})
 	req, _ := http.NewRequest("POST", "http://"+httpAddr+"/api/v1/reset", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

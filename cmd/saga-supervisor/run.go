@@ -25,9 +25,16 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/daemon/brokerauth"
 	"github.com/saga-supervisor/saga-supervisor/internal/buildinfo"
 	"github.com/saga-supervisor/saga-supervisor/internal/promtext"
+	"github.com/saga-supervisor/saga-supervisor/recovery"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
+
+// ExitJournalRefused is run's exit status when the journal cannot be
+// opened (recovery.ErrRefused): its file system read-only or full, its
+// chain broken, records lost, another process holding it. The systemd
+// unit does not restart on it (RestartPreventExitStatus=3).
+const ExitJournalRefused = 3
 
 // runRun is the daemon: the product's main job.
 func runRun(args []string, w io.Writer) error {
@@ -103,6 +110,13 @@ func runRun(args []string, w io.Writer) error {
 	stopExtend := systemd.Extend(systemd.Socket, 2*time.Second, 10*time.Second, progress.Load)
 	d, err := daemon.Start(daemon.Options{Config: cfg, Logger: lg, Progress: func() { progress.Add(1) }, AcceptJournalLoss: *acceptLoss, Version: buildinfo.Get().Version})
 	stopExtend()
+	if errors.Is(err, recovery.ErrRefused) {
+		// A restart changes nothing here: the unit's
+		// RestartPreventExitStatus= names this status, so systemd leaves
+		// the unit failed with this line in its log instead of looping.
+		lg.Error("the journal cannot be opened: exiting, not to be restarted until an operator acts", "dir", cfg.Journal.Dir, "err", err, "exit", ExitJournalRefused)
+		return cli.Exit(ExitJournalRefused, "%v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -149,6 +163,12 @@ func runRun(args []string, w io.Writer) error {
 	if halted {
 		fmt.Fprintf(w, "HALTED: the journal ends halted, so the robot starts halted: %s. Every command is refused until an operator resets it.\n", why)
 		reset.print(w)
+	}
+	if ready, reasons := d.Sup.Readiness(); !ready && !halted {
+		// Up and observable without a part (the broker, a board): say so
+		// where the user looks first, naming the part and its error.
+		lg.Warn("started NOT READY: HTTP serves, every command is refused, and what is missing is retried in the background", "reasons", strings.Join(reasons, "; "))
+		fmt.Fprintf(w, "NOT READY: %s.\n  Every command is refused until it is back; it is retried in the background, and /readyz says why meanwhile.\n", strings.Join(reasons, "; "))
 	}
 	printFirstSteps(w, cfg, d.Broker, d.BrokerURL, ctlCmd, topics)
 	if !halted {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/retrylog"
 )
 
 // handshakeRetry is the pause before HELLO is tried again after the MCU
@@ -53,10 +54,10 @@ type Link struct {
 	closed   bool
 	conn     *conn
 	sess     *session
-	hello    *request  // HELLO in flight
-	helloNot time.Time // no HELLO before this
-	downErr  error     // why there is no session
-	openErr  string    // the last open error logged
+	hello    *request      // HELLO in flight
+	helloNot time.Time     // no HELLO before this
+	downErr  error         // why there is no session
+	openGate retrylog.Gate // when a port that keeps failing to open is logged again
 	nextSeq  uint8
 	pending  []*request // in flight, in seq order
 	dec      Decoder
@@ -321,9 +322,8 @@ func (l *Link) run(ctx context.Context) {
 		} else if ctx.Err() == nil {
 			l.mu.Lock()
 			l.downErr = errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: cannot open the port: %v", l.cfg.Name, err)
-			if msg := err.Error(); msg != l.openErr {
-				l.openErr = msg
-				l.log.Warn("serial port not opened; retrying", "err", err)
+			if log, attempts := l.openGate.Failed(err, time.Now()); log {
+				l.log.Warn("serial port not opened; retrying", "err", err, "attempts", attempts)
 			}
 			l.mu.Unlock()
 		}
@@ -344,9 +344,12 @@ func (l *Link) serve(ctx context.Context, rwc io.ReadWriteCloser) {
 	l.dec = Decoder{}
 	l.lastByte = time.Now()
 	l.stats.Opens++
-	l.openErr = ""
 	l.mu.Unlock()
-	l.log.Info("serial port open")
+	if was, d, _ := l.openGate.Up(time.Now()); was {
+		l.log.Info("serial port open", "after", d.Round(time.Millisecond))
+	} else {
+		l.log.Info("serial port open")
+	}
 	go l.readLoop(c)
 	go l.writeLoop(c)
 

@@ -142,8 +142,14 @@ func openMCUSupply(e *Env, _ string, s *config.Supply) (VoltSource, error) {
 func board(e *Env, name string) (*serial.Link, error) {
 	return Shared(e, "mcu "+name, func() (*serial.Link, error) {
 		m := e.Config.MCUs[name]
+		// Every line of the link names the board and where it is looked
+		// for: its port, or its USB ids.
+		where := m.Port
+		if where == "" {
+			where = fmt.Sprintf("usb %s:%s %s", m.USB.VID, m.USB.PID, m.USB.SerialNumber)
+		}
 		sc := serial.Config{Name: name, Port: m.Port, VID: m.USB.VID, PID: m.USB.PID, SerialNumber: m.USB.SerialNumber,
-			Baud: m.Baud, LinkTimeout: m.LinkTimeout, AckTimeout: m.AckTimeout, Retries: m.Retries, Logger: e.Logger.With("mcu", name),
+			Baud: m.Baud, LinkTimeout: m.LinkTimeout, AckTimeout: m.AckTimeout, Retries: m.Retries, Logger: e.Logger.With("mcu", name, "port", strings.TrimSpace(where)),
 			Expect: expected(e.Config, name)}
 		if m.Retries == 0 {
 			sc.Retries = serial.NoRetries
@@ -158,7 +164,7 @@ func board(e *Env, name string) (*serial.Link, error) {
 		} else if err != nil {
 			// Not fatal: the link keeps trying, and the supervisor is not
 			// ready (and its steps in doubt) until the board answers.
-			e.Logger.Warn("mcu not answering yet", "mcu", name, "err", err)
+			e.Logger.Warn("mcu not answering yet", "mcu", name, "port", strings.TrimSpace(where), "err", err)
 		}
 		e.Watch(BoardInput(name, l))
 		return l, nil

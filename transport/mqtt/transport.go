@@ -17,6 +17,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/nodelay"
+	"github.com/saga-supervisor/saga-supervisor/internal/retrylog"
 )
 
 // Handler takes the requests a Transport receives; the supervisor
@@ -110,6 +111,14 @@ type Transport struct {
 	store    *copyingStore
 	resumed  map[string]bool // guarded by mu
 	stopping chan struct{}   // closed by Close: stop waiting for the link
+	// dial and estopDial remember each connection's failed attempts: the
+	// last error (in Ready) and when it is logged again.
+	dial, estopDial retrylog.Gate
+	// tried is closed once the command connection's first attempt has
+	// connected or failed: Start waits no longer for a broker that is not
+	// there.
+	tried     chan struct{}
+	triedOnce sync.Once
 	// seen remembers the last requests received, by agent and id, so that
 	// a broker's redelivery (DUP) of one already received is not served
 	// again: its reply, sent or queued, would come twice and out of order.
@@ -151,7 +160,7 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 	t := &Transport{opt: opt, log: lg, out: make(chan outbound, opt.QueueLen), urgent: make(chan outbound, 256), done: make(chan struct{}),
 		subscribed: make(chan struct{}), retained: map[string][]byte{opt.Topics.Status(): api.EncodeStatus(api.Status{State: api.StateOnline})},
 		order: []string{opt.Topics.Status()}, estopSubd: make(chan struct{}), repub: make(chan struct{}, 1),
-		linked: make(chan struct{}), stopping: make(chan struct{}),
+		linked: make(chan struct{}), stopping: make(chan struct{}), tried: make(chan struct{}),
 		// A restarted daemon's statuses sort after its predecessor's, as
 		// long as the clock did not step back by more than the statuses
 		// published since.
@@ -172,10 +181,15 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 	return t, nil
 }
 
-// Start connects both connections and serves requests to h. If the broker
-// is not up yet it keeps retrying in the background: the supervisor runs
-// (not ready to anyone) without it. On an error the transport is closed.
-// Call it once.
+// Start connects both connections and serves requests to h. It waits
+// briefly (3 s for the first attempt, 5 s more for both subscriptions once
+// connected) for both to be subscribed, so that a request
+// sent the moment it returns is not lost when the broker is there; if the
+// broker is not, it returns without them and keeps retrying in the
+// background: the supervisor runs, observable and not ready, without it.
+// Each failed attempt's error is in Ready; it is logged at the first
+// failure, when it changes, and then with a doubling pause (package
+// retrylog). On an error the transport is closed. Call it once.
 func (t *Transport) Start(h Handler) error {
 	if h == nil {
 		return errors.New("mqtt: Start needs a Handler")
@@ -183,34 +197,80 @@ func (t *Transport) Start(h Handler) error {
 	t.mu.Lock()
 	t.h = h
 	t.mu.Unlock()
-	opt, lg := t.opt, t.log
 	t.estop.Connect() // retries in the background; the main connection decides readiness to serve
 	tok := t.client.Connect()
-	// With ConnectRetry the token completes only once connected; the
-	// daemon must come up without the broker, so do not wait long.
-	tok.WaitTimeout(3 * time.Second)
-	if err := tok.Error(); err != nil {
+	first := time.NewTimer(startConnectWait)
+	defer first.Stop()
+	select { // the first attempt's verdict
+	case <-t.tried:
+	case <-first.C:
+	}
+	if t.dial.Err() == nil && t.client.IsConnectionOpen() {
+		// The broker is there: wait for both subscriptions, with one
+		// bound for the two (never one each).
+		subs := time.NewTimer(startSubscribeWait)
+		defer subs.Stop()
+	wait:
+		for _, ch := range []chan struct{}{t.subscribed, t.estopSubd} {
+			select {
+			case <-ch:
+			case <-subs.C:
+				t.log.Warn("mqtt: connected to the broker, but not yet subscribed: serving once the subscriptions are confirmed", "broker", t.opt.Broker)
+				break wait
+			}
+		}
+	}
+	// With ConnectRetry the token completes only once connected, or with
+	// an error that is not retried.
+	if tok.WaitTimeout(0) && tok.Error() != nil {
 		t.once.Do(func() { // Close after this does nothing
 			t.client.Disconnect(0)
 			t.estop.Disconnect(0)
 			t.stopWorker()
 		})
-		return fmt.Errorf("mqtt: connect %s: %w", opt.Broker, err)
-	}
-	// Serve only once subscribed: a request sent the moment this returns
-	// must not be lost. If the broker is not up, the subscription follows
-	// the connection whenever it comes.
-	if t.client.IsConnected() {
-		wait := time.After(5 * time.Second)
-		for _, ch := range []chan struct{}{t.subscribed, t.estopSubd} {
-			select {
-			case <-ch:
-			case <-wait:
-				lg.Warn("mqtt: connected but not yet subscribed")
-			}
-		}
+		return fmt.Errorf("mqtt: connect %s: %w", t.opt.Broker, tok.Error())
 	}
 	return nil
+}
+
+// How long Start waits for the first connection attempt's verdict, and
+// then, with the broker there, for both subscriptions.
+const (
+	startConnectWait   = 3 * time.Second
+	startSubscribeWait = 5 * time.Second
+)
+
+// onNotify follows one connection's attempts: a failure is remembered
+// (Ready says it) and logged through the connection's gate; the first
+// connect after failures is logged with how long it took.
+func (t *Transport) onNotify(clientID string, n paho.ConnectionNotification) {
+	g, which := &t.dial, "command"
+	if clientID != t.opt.ClientID {
+		g, which = &t.estopDial, "e-stop"
+	}
+	switch n.(type) {
+	case paho.ConnectionNotificationFailed, paho.ConnectionNotificationConnected:
+		if g == &t.dial {
+			defer t.triedOnce.Do(func() { close(t.tried) })
+		}
+	}
+	switch n := n.(type) {
+	case paho.ConnectionNotificationFailed:
+		if g != &t.dial && !t.up.Load() {
+			// Both are down: the command connection's line says it for
+			// both (one part, one line).
+			g.Record(n.Reason, time.Now())
+			return
+		}
+		if log, attempts := g.Failed(n.Reason, time.Now()); log {
+			t.log.Warn("mqtt: cannot connect to the broker; retrying", "broker", t.opt.Broker, "connection", which,
+				"client", clientID, "err", n.Reason, "attempts", attempts)
+		}
+	case paho.ConnectionNotificationConnected:
+		if was, d, logged := g.Up(time.Now()); was && (logged || g == &t.dial) {
+			t.log.Info("mqtt: connected to the broker after failing", "broker", t.opt.Broker, "connection", which, "down_for", d.Round(time.Millisecond))
+		}
+	}
 }
 
 // clientOptions are the options both connections share.
@@ -233,7 +293,8 @@ func (t *Transport) clientOptions(clientID string) *paho.ClientOptions {
 		SetConnectRetryInterval(500 * time.Millisecond).
 		SetMaxReconnectInterval(2 * time.Second).
 		SetKeepAlive(10 * time.Second).
-		SetConnectionLostHandler(func(c paho.Client, err error) { t.onLost(clientID, c, err) })
+		SetConnectionLostHandler(func(c paho.Client, err error) { t.onLost(clientID, c, err) }).
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) { t.onNotify(clientID, n) })
 	if t.opt.Username != "" {
 		// Each connection is its own login (see EstopSuffix), with the
 		// supervisor's one password.
@@ -329,8 +390,14 @@ func (t *Transport) Name() string { return "mqtt" }
 func (t *Transport) Ready() error {
 	switch {
 	case !t.up.Load():
+		if err := t.dial.Err(); err != nil {
+			return fmt.Errorf("not connected to the broker %s: %w", t.opt.Broker, err)
+		}
 		return fmt.Errorf("not connected to the broker %s", t.opt.Broker)
 	case !t.estopUp.Load():
+		if err := t.estopDial.Err(); err != nil {
+			return fmt.Errorf("the e-stop connection to the broker %s is down: %w", t.opt.Broker, err)
+		}
 		return fmt.Errorf("the e-stop connection to the broker %s is down", t.opt.Broker)
 	}
 	return nil
