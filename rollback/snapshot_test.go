@@ -14,7 +14,7 @@ import (
 
 // randomWorkload drives the rig's engine through seeded random sagas:
 // steps within and beyond limits, failed, in-doubt and timed-out effects,
-// commits, aborts, leases, refusals, halts and resets. Its journal is the
+// commits, aborts, leases, refusals, halts and resets, drains and quarantines. Its journal is the
 // material for the snapshot tests.
 func randomWorkload(t testing.TB, r *rig, seed uint64, ops int) {
 	t.Helper()
@@ -68,6 +68,19 @@ func randomWorkload(t testing.TB, r *rig, seed uint64, ops int) {
 			open = nil
 		case k < 20:
 			r.e.Reset("test", r.e.HaltGen())
+		case k < 21:
+			if _, on := r.e.Draining(); on {
+				r.e.EndDrain("test undrain")
+			} else {
+				r.e.StartDrain(0, "test drain")
+			}
+		case k < 22:
+			if r.e.IsQuarantined(r.owner.Agent) {
+				r.e.ReleaseAgent(r.owner.Agent, "test release")
+			} else {
+				r.e.QuarantineAgent(r.owner.Agent, "test quarantine")
+				open = nil
+			}
 		default:
 			if id, err := r.e.Begin(r.owner); err == nil {
 				open = append(open, id)
