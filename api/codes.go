@@ -110,6 +110,13 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeStepInDoubt), "The driver failed without that promise — a timeout, a lost link, any other error — so the step may have happened. It was treated as applied and the saga unwound, driving it back too; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
 
 	{CodeInternal, "A supervisor bug: an error without a code. Whether the command took effect is unknown.", "Abort the saga, which puts back whatever moved, and report the message."},
+
+	// Drain and quarantine: operator controls (issue 27).
+	{string(rollback.CodeDraining), "An operator is draining the supervisor for maintenance: no new saga is begun. Sagas already open may step and commit until the drain's deadline, when any still open are unwound. Halt still works. Nothing moved.", "Do not begin again until the status no longer shows the drain (ready, no drain field); finish or abort open sagas before the deadline."},
+	{string(rollback.CodeNotDraining), "An operator asked to end a drain, but none is in force. Nothing changed.", "Nothing to do: check the status."},
+	{string(rollback.CodeQuarantined), "An operator quarantined this agent: its lease ended, its open sagas were unwound, and every request of it but halt is refused until an operator releases it. Such refusals are journaled in aggregate, not one record each. Nothing moved.", "Stop sending. Ask the robot's operator why, and to release the agent; a halt is still taken."},
+	{string(rollback.CodeNotQuarantined), "An operator asked to release an agent that is not quarantined. Nothing changed.", "Nothing to do: check the status's quarantined list and the agent's name."},
+	{string(rollback.CodeQuarantineFull), "As many agents are quarantined as the supervisor holds (1024): no more can be. Nothing changed.", "Release an agent that no longer needs the bar, then quarantine again."},
 }
 
 // Lookup returns the table entry of a code.

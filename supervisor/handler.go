@@ -85,6 +85,13 @@ func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 		s.lanes.Count(req.Agent, req.Op, err.Code)
 		return api.ErrorReply(req.ID, err)
 	}
+	if req.Op != api.OpHalt && s.quarantined(req.Agent) {
+		// Counted and journaled in aggregate, like the lanes' refusals: a
+		// quarantined agent retrying must not fill the journal.
+		s.lanes.Count(req.Agent, req.Op, string(rollback.CodeQuarantined))
+		return api.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeQuarantined,
+			Message: "agent " + req.Agent + " is quarantined: an operator must release it"})
+	}
 	rep, journaled := s.handle(req, received)
 	if !rep.OK && !journaled {
 		if req.Op == api.OpHeartbeat {
@@ -281,6 +288,9 @@ func (s *Supervisor) notReady(id string) *api.Reply {
 	}
 	if h, _ := s.engine.Halted(); h || s.engine.Err() != nil {
 		return nil // the engine refuses with HALTED / JOURNAL_FAILED
+	}
+	if onlyDrain(reasons) {
+		return nil // open sagas may go on; Begin refuses DRAINING
 	}
 	r := api.ErrorReply(id, &api.Error{Code: api.CodeNotReady, Message: "not ready: " + joinReasons(reasons)})
 	return &r

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -149,6 +151,14 @@ type Supervisor struct {
 	closeErr   error
 	once       sync.Once
 	alive      liveness // what Alive tracks
+
+	// drainMu guards drainTimer, which unwinds the open sagas at a
+	// drain's deadline (drain.go). Never held across I/O.
+	drainMu    sync.Mutex
+	drainTimer *time.Timer
+	// barred is the quarantined agents, read without a lock on the
+	// request path (drain.go: loadBarred).
+	barred atomic.Pointer[map[string]struct{}]
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -245,6 +255,7 @@ func New(opt Options) (*Supervisor, error) {
 		m.unregister()
 		return nil, err
 	}
+	s.loadBarred()
 	s.pressed = map[string]bool{}
 	for _, in := range opt.Inputs {
 		if p, ok := in.(polledEStop); ok {
@@ -521,6 +532,9 @@ func (s *Supervisor) resetAuthorized(by string) error {
 	st := s.Status()
 	var other []string
 	for _, r := range st.Reasons {
+		if strings.HasPrefix(r, drainReason) {
+			continue // a drain does not stop a reset: it only refuses new sagas
+		}
 		if !st.Halted || r != "halted: "+st.HaltWhy {
 			other = append(other, r)
 		}
@@ -547,6 +561,7 @@ func (s *Supervisor) Close() error {
 		s.bgMu.Lock()
 		s.bgClosed = true // a will arriving now is ignored: leases end below
 		s.bgMu.Unlock()
+		s.stopDrainTimer()
 		s.bg.Wait()
 		s.leases.Close()
 		s.engine.WaitHalts() // the halt goroutine writes to the journal closed below
