@@ -107,7 +107,7 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		commands: counterVec("saga_commands_total",
-			"Commands handled (MQTT requests, HTTP halt and reset), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
+			"Commands handled (MQTT requests; HTTP halt, reset and the operator's drain, undrain, quarantine and release), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
 			"op", "result"),
 		refusals: counterVec("saga_refusals_total",
 			"Refused commands by stable refusal code (the codes of docs/API.md).",
