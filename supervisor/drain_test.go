@@ -290,3 +290,47 @@ func TestDrainAndQuarantineSurviveRestart(t *testing.T) {
 	}
 	b.begin()
 }
+
+// agents.quarantine: an agent refused after_refusals times within the
+// window for its own faults is quarantined on its own; refusals the
+// supervisor's state decides (HALTED) never count.
+func TestAutoQuarantine(t *testing.T) {
+	sup, _ := startSupervisor(t, t.TempDir(), func(c *config.Config) {
+		c.Agents.Quarantine = config.AutoQuarantine{AfterRefusals: 20, Window: time.Minute}
+	})
+	a := &agentOf{t: t, s: sup, name: "prober"}
+	a.hello()
+	s := a.begin()
+	// Halted refusals do not count.
+	sup.Halt("test", "halt")
+	for i := 0; i < 50; i++ {
+		if r := a.step(s, "base", 1); r.Code != "HALTED" {
+			t.Fatalf("step while halted: %+v", r)
+		}
+	}
+	if sup.Engine().IsQuarantined("prober") {
+		t.Fatal("refusals for a halt quarantined the agent")
+	}
+	daemontest.WaitFor(t, "the halt applied", testtool.Slow(5*time.Second), func() bool { return len(sup.Status().OpenSagas) == 0 })
+	if err := sup.Reset(operatorToken, "test"); err != nil {
+		t.Fatal(err)
+	}
+	a.hello()
+	s = a.begin()
+	for i := 0; i < 19; i++ {
+		if r := a.step(s, "base", 1000); r.Code != "LIMIT_MAX" {
+			t.Fatalf("step over the limit: %+v", r)
+		}
+	}
+	if sup.Engine().IsQuarantined("prober") {
+		t.Fatal("quarantined before the threshold")
+	}
+	a.step(s, "base", 1000)
+	daemontest.WaitFor(t, "the automatic quarantine", testtool.Slow(5*time.Second), func() bool {
+		st := sup.Status()
+		return len(st.Quarantined) == 1 && strings.HasPrefix(st.Quarantined[0].Why, "automatic (agents.quarantine)")
+	})
+	if r := a.send(api.OpHello, nil); r.Code != "QUARANTINED" {
+		t.Fatalf("hello after the automatic quarantine: %+v", r)
+	}
+}

@@ -87,6 +87,9 @@ type Options struct {
 	// goroutine: it must return at once (the fleet summary stores it and
 	// publishes from a goroutine of its own). Never called on the halt path.
 	OnRefresh func(Status)
+	// AutoQuarantine, if its AfterRefusals is set, quarantines an agent
+	// refused that often within its Window (autoquarantine.go).
+	AutoQuarantine AutoQuarantine
 }
 
 // Publisher carries what the supervisor tells every controller, whatever
@@ -159,6 +162,8 @@ type Supervisor struct {
 	// barred is the quarantined agents, read without a lock on the
 	// request path (drain.go: loadBarred).
 	barred atomic.Pointer[map[string]struct{}]
+	// autoQ counts refusals towards an automatic quarantine.
+	autoQ *refusalWindow
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -183,6 +188,7 @@ func New(opt Options) (*Supervisor, error) {
 	}
 	s.metrics = m
 	s.approve = newApprovalGate(opt.Approvals)
+	s.autoQ = newRefusalWindow(opt.AutoQuarantine)
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
