@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
@@ -299,6 +300,21 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	if b, err := src.Snapshot(); err == nil {
 		f.Add(b)
 	}
+	// A drain and quarantined agents (version 2), and version 1.
+	bar := newRig(f, nil)
+	bar.e.StartDrain(time.Minute, "ops: maintenance")
+	bar.e.QuarantineAgent("rogue", "ops: erratic")
+	bar.e.QuarantineAgent("x", "")
+	withBarriers, _ := New(Config{Journal: &memJournal{}, Actuators: bar.reg})
+	for i := range bar.j.raw {
+		if err := withBarriers.Apply(uint64(i+1), bar.j.types[i], bar.j.raw[i]); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if b, err := withBarriers.Snapshot(); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte{snapshotV1, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSnapshot(b)
 		if err != nil {
