@@ -106,11 +106,14 @@ func (s *Supervisor) Quarantine(agent, by, reason string) (already bool, err err
 	if err := api.ValidName(agent); err != nil {
 		return false, &api.Error{Code: api.CodeBadRequest, Field: "agent", Message: "agent: " + err.Error()}
 	}
+	// Barred on the request path first (fail-closed): once the engine
+	// shows the quarantine, no request of the agent may get through.
+	s.addBarred(agent)
 	reps, already, err := s.engine.QuarantineAgent(agent, joinWhy(by, reason))
 	if err != nil {
+		s.loadBarred()
 		return false, err
 	}
-	s.loadBarred()
 	for _, rep := range reps {
 		s.publishReport(rep)
 	}
@@ -141,9 +144,24 @@ func (s *Supervisor) Release(agent, by, reason string) error {
 // request path reads without a lock (a heartbeat must never wait on the
 // engine).
 func (s *Supervisor) loadBarred() {
+	s.barredMu.Lock()
+	defer s.barredMu.Unlock()
 	set := map[string]struct{}{}
 	for _, q := range s.engine.Quarantined() {
 		set[q.Agent] = struct{}{}
+	}
+	s.barred.Store(&set)
+}
+
+// addBarred adds agent to the request path's set ahead of the engine.
+func (s *Supervisor) addBarred(agent string) {
+	s.barredMu.Lock()
+	defer s.barredMu.Unlock()
+	set := map[string]struct{}{agent: {}}
+	if p := s.barred.Load(); p != nil {
+		for a := range *p {
+			set[a] = struct{}{}
+		}
 	}
 	s.barred.Store(&set)
 }

@@ -161,7 +161,8 @@ type Supervisor struct {
 	drainTimer *time.Timer
 	// barred is the quarantined agents, read without a lock on the
 	// request path (drain.go: loadBarred).
-	barred atomic.Pointer[map[string]struct{}]
+	barred   atomic.Pointer[map[string]struct{}]
+	barredMu sync.Mutex // serialises the writers of barred
 	// autoQ counts refusals towards an automatic quarantine.
 	autoQ *refusalWindow
 }
