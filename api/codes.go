@@ -115,6 +115,12 @@ var Codes = []CodeInfo{
 	{string(approval.CodeTooFew), "The actuator requires approvals from more operators (distinct keys) than the step carries. Nothing moved, and none of the approvals sent was used.", "Collect the approvals the message asks for, from distinct operators' keys, and send them all in approvals, with a new id."},
 	{string(approval.CodeDuplicateKey), "Two of the step's approvals are signed by one key: each must come from a different operator. Nothing moved, and none of the approvals sent was used.", "Replace one of them with an approval signed by another operator's key; send with a new id."},
 	{string(approval.CodeDuplicate), "The step carries one approval twice (the same nonce): an approval counts once. Nothing moved, and none of the approvals sent was used.", "Send each approval once, adding one from another operator if more are required; use a new id."},
+	// Drain and quarantine: operator controls (issue 27).
+	{string(rollback.CodeDraining), "An operator is draining the supervisor for maintenance: no new saga is begun. Sagas already open may step and commit until the drain's deadline, when any still open are unwound. Halt still works. Nothing moved.", "Do not begin again until the status no longer shows the drain (ready, no drain field); finish or abort open sagas before the deadline."},
+	{string(rollback.CodeNotDraining), "An operator asked to end a drain, but none is in force. Nothing changed.", "Nothing to do: check the status."},
+	{string(rollback.CodeQuarantined), "An operator quarantined this agent: its lease ended, its open sagas were unwound, and every request of it but halt is refused until an operator releases it. Such refusals are journaled in aggregate, not one record each. Nothing moved.", "Stop sending. Ask the robot's operator why, and to release the agent; a halt is still taken."},
+	{string(rollback.CodeNotQuarantined), "An operator asked to release an agent that is not quarantined. Nothing changed.", "Nothing to do: check the status's quarantined list and the agent's name."},
+	{string(rollback.CodeQuarantineFull), "As many agents are quarantined as the supervisor holds (1024): no more can be. Nothing changed.", "Release an agent that no longer needs the bar, then quarantine again."},
 }
 
 // Lookup returns the table entry of a code.

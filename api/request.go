@@ -51,6 +51,17 @@ const (
 	OpStatus    Op = "status"    // ask for the supervisor's status
 )
 
+// The operator's ops of drain and quarantine (issue 27). They are served
+// over HTTP and by saga-supervisor ctl, with the operator token; the
+// controller API (MQTT) does not take them: DecodeRequest refuses them as
+// unknown ops.
+const (
+	OpDrain      Op = "drain"      // refuse new sagas; unwind open ones at a deadline
+	OpUndrain    Op = "undrain"    // end the drain
+	OpQuarantine Op = "quarantine" // bar an agent
+	OpRelease    Op = "release"    // end an agent's quarantine
+)
+
 // Request is one decoded request. Which fields are set depends on Op; the
 // others are zero.
 type Request struct {

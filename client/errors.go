@@ -154,6 +154,16 @@ var codeClass = map[string]class{
 	"ORIGIN_NOT_ALLOWED": {refusal: true, sentinel: ErrForbidden},
 	// HTTP only: the listener needs a login and the request showed none.
 	"LOGIN_REQUIRED": {refusal: true, sentinel: ErrUnauthorized},
+
+	// Drain and quarantine: a drain refuses new sagas until an operator
+	// ends it (wait, as for not ready); a quarantined agent is refused
+	// until an operator releases it (do not retry). The other three
+	// answer the operator's HTTP requests only.
+	"DRAINING":        {refusal: true, sentinel: ErrNotReady},
+	"NOT_DRAINING":    {refusal: true},
+	"QUARANTINED":     {refusal: true, sentinel: ErrForbidden},
+	"NOT_QUARANTINED": {refusal: true},
+	"QUARANTINE_FULL": {refusal: true},
 }
 
 // IsRefusal reports whether err is a refusal from the supervisor that

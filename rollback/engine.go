@@ -249,6 +249,12 @@ type Engine struct {
 	// closed: Close was called; every call that works is refused
 	// (errClosed). Guarded by mu; the lane has its own flag.
 	closed bool
+	// drain is the drain in force (nil: none); drainGen numbers the
+	// drains of this process. quarantined holds the barred agents. All
+	// guarded by mu, rebuilt from the journal (drain.go, quarantine.go).
+	drain       *Drain
+	drainGen    uint64
+	quarantined map[string]*Quarantine
 }
 
 // New builds an engine. Before serving, a recovering caller feeds it the
@@ -280,12 +286,13 @@ func New(cfg Config) (*Engine, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		log:      lg,
-		acts:     make(map[string]*actState),
-		sagas:    make(map[uint64]*saga),
-		nextSaga: 1,
-		buf:      make([]byte, 0, 512),
+		cfg:         cfg,
+		log:         lg,
+		acts:        make(map[string]*actState),
+		sagas:       make(map[uint64]*saga),
+		nextSaga:    1,
+		quarantined: make(map[string]*Quarantine),
+		buf:         make([]byte, 0, 512),
 	}
 	for _, name := range cfg.Actuators.Names() {
 		a := cfg.Actuators.Get(name)
@@ -352,6 +359,12 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.gateGlobal(); err != nil {
+		return 0, err
+	}
+	if err := e.quarantineRefusal(owner.Agent); err != nil {
+		return 0, err
+	}
+	if err := e.drainRefusal(); err != nil {
 		return 0, err
 	}
 	open := 0
@@ -575,6 +588,9 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 	if cmd.ID == "" {
 		return nil, nil, v, refusal(CodeBadRequest, "command without an id")
 	}
+	if err := e.quarantineRefusal(owner.Agent); err != nil {
+		return nil, nil, v, err
+	}
 	s, err := e.openSaga(sagaID, owner)
 	if err != nil {
 		return nil, nil, v, err
@@ -717,6 +733,11 @@ func (e *Engine) abortWhere(match func(Owner) bool, reason string) []*Report {
 	if e.closed {
 		return nil // nothing moves after Close
 	}
+	return e.abortWhereLocked(match, reason)
+}
+
+// abortWhereLocked is abortWhere for a caller that holds mu.
+func (e *Engine) abortWhereLocked(match func(Owner) bool, reason string) []*Report {
 	var reps []*Report
 	for _, s := range e.sagasNewestFirst() {
 		if !match(s.owner) || s.unwinding {

@@ -28,6 +28,11 @@ const (
 	CodeStepFailed      Code = "STEP_FAILED"      // the driver promised nothing moved (actuators.ErrNotApplied); the saga was unwound
 	CodeStepInDoubt     Code = "STEP_IN_DOUBT"    // any other driver error: the effect may have happened; unwound, the step too
 	CodeBadRequest      Code = "BAD_REQUEST"      // a malformed command (empty id, bad owner)
+	CodeDraining        Code = "DRAINING"         // a drain is in force: no new saga
+	CodeNotDraining     Code = "NOT_DRAINING"     // a drain was to be ended, but none is in force
+	CodeQuarantined     Code = "QUARANTINED"      // the agent is quarantined by an operator
+	CodeNotQuarantined  Code = "NOT_QUARANTINED"  // an agent was to be released, but it is not quarantined
+	CodeQuarantineFull  Code = "QUARANTINE_FULL"  // MaxQuarantined agents are quarantined already
 )
 
 // LimitCode converts a limits code to an engine code.

@@ -81,7 +81,7 @@ func (h *History) Add(r Record) {
 	case RecReset:
 		h.Resets = append(h.Resets, r)
 		return
-	case RecRecovery, RecSafe, RecLease, RecObserved:
+	case RecRecovery, RecSafe, RecLease, RecObserved, RecDrain, RecUndrain, RecQuarantine, RecRelease:
 		return
 	}
 	s := h.byID[r.Saga]

@@ -249,6 +249,12 @@ func (e *Engine) applyLocked(r *Record) error {
 		case r.Code == string(actuators.SafeDetach):
 			st.detached = true
 		}
+	case RecDrain:
+		return e.applyDrain(r)
+	case RecUndrain:
+		return e.applyUndrain()
+	case RecQuarantine, RecRelease:
+		return e.applyQuarantine(r)
 	case RecRefused, RecRecovery:
 	default:
 		return fmt.Errorf("unexpected record type")

@@ -29,13 +29,18 @@ const (
 	RecSafe       RecordType = 14 // an actuator went to its safe policy on halt
 	RecLease      RecordType = 15 // a lease was granted (its epoch is spent)
 	RecObserved   RecordType = 16 // an actuator was found where nobody commanded it (its device moved it)
-	maxRecordType            = RecObserved
+	RecDrain      RecordType = 17 // an operator began a drain: new sagas refused (Target: the grace, s)
+	RecUndrain    RecordType = 18 // an operator ended the drain
+	RecQuarantine RecordType = 19 // an operator barred an agent (Agent)
+	RecRelease    RecordType = 20 // an operator released a quarantined agent (Agent)
+	maxRecordType            = RecRelease
 )
 
 var recordTypeNames = [...]string{
 	RecBegin: "BEGIN", RecIntent: "INTENT", RecApplied: "APPLIED", RecFailed: "FAILED",
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
 	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE", RecObserved: "OBSERVED",
+	RecDrain: "DRAIN", RecUndrain: "UNDRAIN", RecQuarantine: "QUARANTINE", RecRelease: "RELEASE",
 }
 
 func (t RecordType) String() string {

@@ -18,6 +18,10 @@ func sampleRecords() []Record {
 		{Type: RecCompDone, Saga: 1, Step: 3, Code: string(Compensated), Attempt: 2},
 		{Type: RecHalt, Message: "e-stop", UnixNano: -5},
 		{Type: RecEnd, Saga: math.MaxUint64, Code: "partial"},
+		{Type: RecDrain, Target: 600, Message: "http 127.0.0.1 operator ctl: swap the gripper", UnixNano: 1700000000000000000},
+		{Type: RecUndrain, Message: "http 127.0.0.1"},
+		{Type: RecQuarantine, Agent: "rogue", Message: "automatic (agents.quarantine): 20 or more refusals within 10s"},
+		{Type: RecRelease, Agent: "rogue", Message: "ctl"},
 	}
 }
 

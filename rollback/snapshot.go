@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
@@ -40,9 +41,17 @@ import (
 //	  u step count, then each in step order:
 //	    u n, s actuator, f prior, f target, s outcome, s bucket,
 //	    u attempts, u failures, s error, f compensation target
+//	b a drain in force, and if so: v since (unix ns), f grace (s), s why
+//	u quarantined agent count, then each in name order:
+//	  s agent, v since (unix ns), s why
 //
-// Nothing may follow. Decoding bounds every count and string.
-const snapshotVersion = 1
+// (v: a signed varint.) Version 1, written before drains and quarantines,
+// ends after the sagas: it restores with neither. Nothing may follow.
+// Decoding bounds every count and string.
+const snapshotVersion = 2
+
+// snapshotV1 is the version without drain and quarantine (still restored).
+const snapshotV1 = 1
 
 // ErrBadSnapshot is wrapped by every snapshot decoding error.
 var ErrBadSnapshot = errors.New("rollback: bad snapshot")
@@ -122,6 +131,20 @@ func (e *Engine) Snapshot() ([]byte, error) {
 			b = appendString(b, sp.err)
 			b = appendFloat(b, sp.compTarget)
 		}
+	}
+	b = appendBool(b, e.drain != nil)
+	if e.drain != nil {
+		b = binary.AppendVarint(b, e.drain.Since.UnixNano())
+		b = appendFloat(b, e.drain.Grace.Seconds())
+		b = appendString(b, e.drain.Why)
+	}
+	barred := e.quarantineNames()
+	b = binary.AppendUvarint(b, uint64(len(barred)))
+	for _, n := range barred {
+		q := e.quarantined[n]
+		b = appendString(b, n)
+		b = binary.AppendVarint(b, q.Since.UnixNano())
+		b = appendString(b, q.Why)
 	}
 	return b, nil
 }
@@ -207,6 +230,15 @@ func (e *Engine) Restore(p []byte) error {
 	e.clearedGen.Store(snap.cleared)
 	e.lane.done, e.lane.why = snap.done, snap.why
 	e.lane.mu.Unlock()
+	if snap.drain != nil {
+		e.drainGen++
+		d := *snap.drain
+		d.gen = e.drainGen
+		e.drain = &d
+	}
+	for _, q := range snap.quarantined {
+		e.quarantined[q.Agent] = &q
+	}
 	if len(diffs) > 0 {
 		slices.Sort(diffs)
 		return fmt.Errorf("%w: %v", ErrSnapshotMismatch, diffs)
@@ -238,12 +270,15 @@ type snapshot struct {
 	why                    string
 	acts                   []snapAct
 	sagas                  []snapSaga
+	drain                  *Drain
+	quarantined            []Quarantine
 }
 
 func decodeSnapshot(p []byte) (*snapshot, error) {
 	d := decoder{p: p}
-	if v := d.byte(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, v, snapshotVersion)
+	version := d.byte()
+	if d.err == nil && version != snapshotVersion && version != snapshotV1 {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, version, snapshotVersion)
 	}
 	s := &snapshot{}
 	s.nextSaga = d.uvarint()
@@ -318,6 +353,9 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 		}
 		s.sagas = append(s.sagas, ss)
 	}
+	if version != snapshotV1 {
+		decodeBarriers(&d, s)
+	}
 	if d.err == nil && len(d.p) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.p)))
 	}
@@ -325,6 +363,36 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 		return nil, fmt.Errorf("%w: %s", ErrBadSnapshot, d.err)
 	}
 	return s, nil
+}
+
+// decodeBarriers reads the drain and the quarantined agents (version 2).
+func decodeBarriers(d *decoder, s *snapshot) {
+	if d.bool() && d.err == nil {
+		dr := &Drain{Since: time.Unix(0, d.varint()), Recovered: true}
+		grace := d.float()
+		dr.Why = d.string()
+		if d.err == nil && (math.IsNaN(grace) || grace < 0 || grace > MaxDrainGrace.Seconds()) {
+			d.fail("drain grace out of range")
+		}
+		dr.Grace = time.Duration(grace * float64(time.Second))
+		dr.Deadline = dr.Since.Add(dr.Grace)
+		s.drain = dr
+	}
+	n := d.count()
+	if n > MaxQuarantined && d.err == nil {
+		d.fail("too many quarantined agents")
+	}
+	prev := ""
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		q := Quarantine{Agent: d.string()}
+		q.Since = time.Unix(0, d.varint())
+		q.Why = d.string()
+		if d.err == nil && (q.Agent == "" || i > 0 && q.Agent <= prev) {
+			d.fail("quarantined agents out of order")
+		}
+		prev = q.Agent
+		s.quarantined = append(s.quarantined, q)
+	}
 }
 
 func validOutcome(o Outcome) bool {

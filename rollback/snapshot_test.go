@@ -8,13 +8,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 )
 
 // randomWorkload drives the rig's engine through seeded random sagas:
 // steps within and beyond limits, failed, in-doubt and timed-out effects,
-// commits, aborts, leases, refusals, halts and resets. Its journal is the
+// commits, aborts, leases, refusals, halts and resets, drains and quarantines. Its journal is the
 // material for the snapshot tests.
 func randomWorkload(t testing.TB, r *rig, seed uint64, ops int) {
 	t.Helper()
@@ -68,6 +69,19 @@ func randomWorkload(t testing.TB, r *rig, seed uint64, ops int) {
 			open = nil
 		case k < 20:
 			r.e.Reset("test", r.e.HaltGen())
+		case k < 21:
+			if _, on := r.e.Draining(); on {
+				r.e.EndDrain("test undrain")
+			} else {
+				r.e.StartDrain(0, "test drain")
+			}
+		case k < 22:
+			if r.e.IsQuarantined(r.owner.Agent) {
+				r.e.ReleaseAgent(r.owner.Agent, "test release")
+			} else {
+				r.e.QuarantineAgent(r.owner.Agent, "test quarantine")
+				open = nil
+			}
 		default:
 			if id, err := r.e.Begin(r.owner); err == nil {
 				open = append(open, id)
@@ -286,6 +300,21 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	if b, err := src.Snapshot(); err == nil {
 		f.Add(b)
 	}
+	// A drain and quarantined agents (version 2), and version 1.
+	bar := newRig(f, nil)
+	bar.e.StartDrain(time.Minute, "ops: maintenance")
+	bar.e.QuarantineAgent("rogue", "ops: erratic")
+	bar.e.QuarantineAgent("x", "")
+	withBarriers, _ := New(Config{Journal: &memJournal{}, Actuators: bar.reg})
+	for i := range bar.j.raw {
+		if err := withBarriers.Apply(uint64(i+1), bar.j.types[i], bar.j.raw[i]); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if b, err := withBarriers.Snapshot(); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte{snapshotV1, 1, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSnapshot(b)
 		if err != nil {

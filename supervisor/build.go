@@ -98,6 +98,7 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		ResetTokenFile: tokenFile(cfg.HTTP),
 		RemoteReset:    cfg.MQTT.AllowReset,
 		Permissions:    permissionsOf(cfg.Agents.Allow),
+		AutoQuarantine: AutoQuarantine{AfterRefusals: cfg.Agents.Quarantine.AfterRefusals, Window: cfg.Agents.Quarantine.Window},
 		Logger:         lg,
 		Inputs:         inputs,
 		HaltLine:       line,

@@ -45,6 +45,7 @@ func (h laneHandler) Halt(req api.Request) {
 // transport could not decode, in aggregate: one REFUSED record per agent
 // and code per interval, its message giving the count.
 func (h laneHandler) Refusals(ts []ingress.Tally) {
+	h.s.countTallies(ts)
 	for _, t := range ts {
 		what := "requests"
 		if t.Op != "" {
@@ -83,9 +84,20 @@ func (s *Supervisor) Handle(req api.Request, received time.Time) api.Reply {
 		// Journaled and counted in aggregate: an agent probing what it may
 		// not do must not fill the journal one record per try.
 		s.lanes.Count(req.Agent, req.Op, err.Code)
+		s.countRefusal(req.Agent, err.Code, 1)
 		return api.ErrorReply(req.ID, err)
 	}
+	if req.Op != api.OpHalt && s.quarantined(req.Agent) {
+		// Counted and journaled in aggregate, like the lanes' refusals: a
+		// quarantined agent retrying must not fill the journal.
+		s.lanes.Count(req.Agent, req.Op, string(rollback.CodeQuarantined))
+		return api.ErrorReply(req.ID, &rollback.Error{Code: rollback.CodeQuarantined,
+			Message: "agent " + req.Agent + " is quarantined: an operator must release it"})
+	}
 	rep, journaled := s.handle(req, received)
+	if !rep.OK {
+		s.countRefusal(req.Agent, rep.Code, 1)
+	}
 	if !rep.OK && !journaled {
 		if req.Op == api.OpHeartbeat {
 			// Journaled and counted in aggregate, like the lanes' own
@@ -281,6 +293,9 @@ func (s *Supervisor) notReady(id string) *api.Reply {
 	}
 	if h, _ := s.engine.Halted(); h || s.engine.Err() != nil {
 		return nil // the engine refuses with HALTED / JOURNAL_FAILED
+	}
+	if onlyDrain(reasons) {
+		return nil // open sagas may go on; Begin refuses DRAINING
 	}
 	r := api.ErrorReply(id, &api.Error{Code: api.CodeNotReady, Message: "not ready: " + joinReasons(reasons)})
 	return &r

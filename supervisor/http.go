@@ -62,8 +62,11 @@ func NewHTTPServer(addr string, h http.Handler) *http.Server {
 //	POST /api/v1/halt    latch the halt; anyone may: body {"reason": "..."}, optional
 //	POST /api/v1/reset   clear it: Authorization: Bearer <operator token>;
 //	                     body {"operator": "..."}, optional
+//	POST /api/v1/drain, /api/v1/undrain, /api/v1/quarantine, /api/v1/release
+//	                     the operator's drain and quarantine (httpoperator.go),
+//	                     authorized as reset is
 //
-// The two POSTs need Content-Type: application/json or X-Saga-Request: 1,
+// The POSTs need Content-Type: application/json or X-Saga-Request: 1,
 // neither of which a cross-site HTML form can send (checkAPIRequest): any
 // other request is refused 415 and does nothing. Failed resets are rate
 // limited (resetLimiter): 429 with Retry-After.
@@ -103,6 +106,10 @@ func (s *Supervisor) HTTPHandler() http.Handler {
 	}))
 	route(http.MethodPost, "/api/v1/halt", http.HandlerFunc(h.halt))
 	route(http.MethodPost, "/api/v1/reset", http.HandlerFunc(h.reset))
+	route(http.MethodPost, "/api/v1/drain", http.HandlerFunc(h.drain))
+	route(http.MethodPost, "/api/v1/undrain", http.HandlerFunc(h.undrain))
+	route(http.MethodPost, "/api/v1/quarantine", http.HandlerFunc(h.quarantine))
+	route(http.MethodPost, "/api/v1/release", http.HandlerFunc(h.release))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeBadRequest, "no endpoint "+r.URL.Path, nil)
 	})

@@ -210,7 +210,8 @@ func (g *httpGuard) refuse(w http.ResponseWriter, r *http.Request, reason string
 	writeError(w, status, code, msg, nil)
 }
 
-// guardedOp is the op of a request that would halt or reset, or "".
+// guardedOp is the op of a request that would halt, reset, or drain or
+// quarantine (the operator's other ops), or "".
 func guardedOp(r *http.Request) api.Op {
 	if r.Method != http.MethodPost {
 		return ""
@@ -220,6 +221,14 @@ func guardedOp(r *http.Request) api.Op {
 		return api.OpHalt
 	case "/api/v1/reset":
 		return api.OpReset
+	case "/api/v1/drain":
+		return api.OpDrain
+	case "/api/v1/undrain":
+		return api.OpUndrain
+	case "/api/v1/quarantine":
+		return api.OpQuarantine
+	case "/api/v1/release":
+		return api.OpRelease
 	}
 	return ""
 }

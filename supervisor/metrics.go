@@ -40,8 +40,9 @@ var (
 		string(api.OpHello), string(api.OpHeartbeat), string(api.OpBegin), string(api.OpStep),
 		string(api.OpCommit), string(api.OpAbort), string(api.OpBye), string(api.OpHalt),
 		string(api.OpReset), string(api.OpStatus), opInvalid, opLane,
+		string(api.OpDrain), string(api.OpUndrain), string(api.OpQuarantine), string(api.OpRelease),
 	}
-	leaseReasons = []string{lease.ReasonExpired, lease.ReasonBye, lease.ReasonWill, lease.ReasonSuperseded, lease.ReasonShutdown, labelOther}
+	leaseReasons = []string{lease.ReasonExpired, lease.ReasonBye, lease.ReasonWill, lease.ReasonSuperseded, lease.ReasonShutdown, LeaseReasonQuarantined, labelOther}
 	buckets      = []rollback.Bucket{rollback.Compensated, rollback.FallbackSafe, rollback.CompensationFailed, rollback.Orphaned, rollback.Unresolved}
 )
 
@@ -106,7 +107,7 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		commands: counterVec("saga_commands_total",
-			"Commands handled (MQTT requests, HTTP halt and reset), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
+			"Commands handled (MQTT requests; HTTP halt, reset and the operator's drain, undrain, quarantine and release), by op and result: ok, refused (nothing moved), failed (the step failed or is in doubt and its saga was unwound, or an internal error).",
 			"op", "result"),
 		refusals: counterVec("saga_refusals_total",
 			"Refused commands by stable refusal code (the codes of docs/API.md).",
@@ -126,7 +127,7 @@ func newMetrics(reg *promtext.Registry) (*metrics, error) {
 			"Steps of unwound sagas, by bucket: compensated, fallback_safe, compensation_failed, orphaned, unresolved.",
 			"bucket"),
 		leaseEnds: counterVec("saga_lease_ends_total",
-			"Agent leases ended, by reason: expired, bye, will, superseded, shutdown (other: any other).",
+			"Agent leases ended, by reason: expired, bye, will, superseded, shutdown, quarantined (other: any other).",
 			"reason"),
 		tailCut: promtext.NewGauge(promtext.Opts{
 			Name: "saga_journal_tail_cut_bytes",
@@ -356,7 +357,8 @@ type stateCollector struct {
 
 	serialUp, serialFrames, serialCRC, serialRetx, serialLost *promtext.Desc
 
-	lanes, laneReplays, laneDropped *promtext.Desc
+	lanes, laneReplays, laneDropped      *promtext.Desc
+	draining, drainDeadline, quarantined *promtext.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -382,6 +384,9 @@ func newStateCollector() *stateCollector {
 		lanes:         d("saga_ingress_lanes", "Agents with a lane (a queue and a rate limit) now."),
 		laneReplays:   c("saga_ingress_replays_total", "Requests sent again (same lease, id and fields) and answered with their first reply, not served twice."),
 		laneDropped:   c("saga_ingress_replies_dropped_total", "Refusal replies not sent: the agent sent requests faster than their refusals could leave."),
+		draining:      d("saga_draining", "1 while an operator's drain is in force (new sagas refused DRAINING), else 0."),
+		drainDeadline: d("saga_drain_deadline_timestamp_seconds", "When the drain in force unwinds the sagas still open, Unix time (absent when no drain is in force)."),
+		quarantined:   d("saga_quarantined_agents", "Agents an operator has quarantined now."),
 	}
 }
 
@@ -390,7 +395,8 @@ func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 // Describe implements promtext.Collector.
 func (c *stateCollector) Describe() []*promtext.Desc {
 	return []*promtext.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
-		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped}
+		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped,
+		c.draining, c.drainDeadline, c.quarantined}
 }
 
 // Collect implements promtext.Collector.
@@ -405,6 +411,11 @@ func (c *stateCollector) Collect(sink *promtext.Sink) {
 	sink.Value(c.halted, bit(st.Halted))
 	sink.Value(c.openSagas, float64(len(st.OpenSagas)))
 	sink.Value(c.leases, float64(len(st.Leases)))
+	sink.Value(c.draining, bit(st.Drain != nil))
+	if st.Drain != nil {
+		sink.Value(c.drainDeadline, float64(st.Drain.Deadline.UnixNano())/1e9)
+	}
+	sink.Value(c.quarantined, float64(len(st.Quarantined)))
 	for _, sp := range st.Supplies {
 		if sp.Known {
 			sink.Value(c.supplyVolts, sp.Volts, sp.Name)

@@ -24,6 +24,10 @@ type Status struct {
 	Actuators []ActuatorStatus `json:"actuators"`
 	Leases    []LeaseJSON      `json:"leases"`
 	OpenSagas []uint64         `json:"open_sagas"`
+	// Drain is the drain in force (nil: none); Quarantined the agents an
+	// operator barred (drain.go).
+	Drain       *DrainJSON       `json:"drain,omitempty"`
+	Quarantined []QuarantineJSON `json:"quarantined"`
 }
 
 // JournalStatus describes the journal.
@@ -94,6 +98,9 @@ func (s *Supervisor) Status() Status {
 	if err := s.engine.Err(); err != nil {
 		st.Journal.Error = err.Error()
 		reasons = append(reasons, "journal failed: "+err.Error())
+	}
+	if r := s.barrierStatus(&st); r != "" {
+		reasons = append(reasons, r)
 	}
 	reasons = append(reasons, inputReasons(s.opt.Inputs)...)
 	for _, sup := range s.supplies.States(now) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -86,6 +87,9 @@ type Options struct {
 	// goroutine: it must return at once (the fleet summary stores it and
 	// publishes from a goroutine of its own). Never called on the halt path.
 	OnRefresh func(Status)
+	// AutoQuarantine, if its AfterRefusals is set, quarantines an agent
+	// refused that often within its Window (autoquarantine.go).
+	AutoQuarantine AutoQuarantine
 }
 
 // Publisher carries what the supervisor tells every controller, whatever
@@ -150,6 +154,17 @@ type Supervisor struct {
 	closeErr   error
 	once       sync.Once
 	alive      liveness // what Alive tracks
+
+	// drainMu guards drainTimer, which unwinds the open sagas at a
+	// drain's deadline (drain.go). Never held across I/O.
+	drainMu    sync.Mutex
+	drainTimer *time.Timer
+	// barred is the quarantined agents, read without a lock on the
+	// request path (drain.go: loadBarred).
+	barred   atomic.Pointer[map[string]struct{}]
+	barredMu sync.Mutex // serialises the writers of barred
+	// autoQ counts refusals towards an automatic quarantine.
+	autoQ *refusalWindow
 }
 
 // New takes over the journal (recovering every saga a previous process
@@ -174,6 +189,7 @@ func New(opt Options) (*Supervisor, error) {
 	}
 	s.metrics = m
 	s.approve = newApprovalGate(opt.Approvals)
+	s.autoQ = newRefusalWindow(opt.AutoQuarantine)
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
@@ -246,6 +262,7 @@ func New(opt Options) (*Supervisor, error) {
 		m.unregister()
 		return nil, err
 	}
+	s.loadBarred()
 	s.pressed = map[string]bool{}
 	for _, in := range opt.Inputs {
 		if p, ok := in.(polledEStop); ok {
@@ -526,6 +543,9 @@ func (s *Supervisor) resetAuthorized(by string) error {
 	st := s.Status()
 	var other []string
 	for _, r := range st.Reasons {
+		if strings.HasPrefix(r, drainReason) {
+			continue // a drain does not stop a reset: it only refuses new sagas
+		}
 		if !st.Halted || r != "halted: "+st.HaltWhy {
 			other = append(other, r)
 		}
@@ -588,6 +608,7 @@ func (s *Supervisor) Close() error {
 		s.bgMu.Lock()
 		s.bgClosed = true // a will arriving now is ignored: leases end below
 		s.bgMu.Unlock()
+		s.stopDrainTimer()
 		s.bg.Wait()
 		s.leases.Close()
 		s.engine.WaitHalts() // the halt goroutine writes to the journal closed below

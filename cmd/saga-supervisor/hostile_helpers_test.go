@@ -228,7 +228,9 @@ type hostileStatus struct {
 		Lease string `json:"lease"`
 		Epoch uint64 `json:"epoch"`
 	} `json:"leases"`
-	OpenSagas []uint64 `json:"open_sagas"`
+	OpenSagas   []uint64                 `json:"open_sagas"`
+	Drain       *struct{ Reason string } `json:"drain"`
+	Quarantined []struct{ Agent string } `json:"quarantined"`
 }
 
 func (s hostileStatus) commanded() map[string]float64 {

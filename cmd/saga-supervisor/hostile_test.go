@@ -151,6 +151,13 @@ func hostileCases() []hostileCase {
 	for _, r := range rawRows() {
 		cases = append(cases, hostileCase{name: r.name, run: r.run})
 	}
+	// Issue 27: drain and quarantine.
+	cases = append(cases,
+		hostileCase{name: "quarantined_agent_retrying", run: caseQuarantinedRetrying},
+		hostileCase{name: "quarantined_agent_halt_still_latches", halts: true, run: caseQuarantinedHalts},
+		hostileCase{name: "quarantine_by_an_agent_or_bad_name", run: caseQuarantineMisuse},
+		hostileCase{name: "drain_that_never_ends", halts: true, run: caseDrainNeverEnds},
+	)
 	// Last: see TestHostile.
 	cases = append(cases, hostileCase{name: "oversize_abort_report", run: caseOversize})
 	return cases
@@ -1594,4 +1601,141 @@ func caseOversize(t *testing.T, h *hostile) {
 			t.Errorf("saga %d still open after its abort", saga)
 		}
 	}
+}
+
+// --- drain and quarantine (issue 27) ---------------------------------------
+
+// operatorPost posts an operator op over HTTP with the operator token.
+func (h *hostile) operatorPost(t *testing.T, op string, body kv) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	code, resp, err := h.do(http.MethodPost, "/api/v1/"+op, hostileToken, b)
+	if err != nil {
+		t.Fatalf("POST /api/v1/%s: %v", op, err)
+	}
+	return code, string(resp)
+}
+
+// quarantine bars agent a for the rest of the case, and releases it when
+// the case ends (settle must find every agent free).
+func (h *hostile) quarantine(t *testing.T, a *hAgent) {
+	t.Helper()
+	if code, body := h.operatorPost(t, "quarantine", kv{"agent": a.name, "reason": "hostile test"}); code != http.StatusOK {
+		t.Fatalf("quarantine %s: %d %s", a.name, code, body)
+	}
+	t.Cleanup(func() {
+		if code, body := h.operatorPost(t, "release", kv{"agent": a.name}); code != http.StatusOK {
+			t.Errorf("release %s: %d %s", a.name, code, body)
+		}
+		a.setLease("", 0) // its lease ended with the quarantine
+	})
+}
+
+// A quarantined agent retrying every op in a loop is refused QUARANTINED
+// every time, moves nothing, and cannot fill the journal: its refusals
+// are journaled in aggregate, not one record per request.
+func caseQuarantinedRetrying(t *testing.T, h *hostile) {
+	a := h.a(5)
+	a.hello(t, time.Minute)
+	saga := a.begin(t)
+	a.ok(t, "step", kv{"saga": saga, "actuator": "gripper", "value": 0.5})
+	h.quarantine(t, a)
+	m := h.mark(t)
+	var reqs []kv
+	for i := 0; i < 300; i++ {
+		switch i % 4 {
+		case 0:
+			reqs = append(reqs, a.build("hello", kv{"ttl_ms": 60000}))
+		case 1:
+			reqs = append(reqs, a.build("begin", nil))
+		case 2:
+			reqs = append(reqs, a.build("step", kv{"saga": saga, "actuator": "gripper", "value": 0.9}))
+		default:
+			reqs = append(reqs, a.build("heartbeat", nil))
+		}
+	}
+	for i, r := range a.stream(t, reqs, 8, 400) {
+		if r.OK || r.Code != "QUARANTINED" {
+			t.Fatalf("request %d (%v) of a quarantined agent: %s", i, reqs[i]["op"], r.Raw)
+		}
+	}
+	recs := h.records(t, m)
+	if refused := count(recs, rollback.RecRefused, nil); refused > 8 {
+		t.Errorf("300 refusals of a quarantined agent wrote %d REFUSED records (want them in aggregate):\n%s", refused, formatRecs(recs, 20))
+	}
+	for _, typ := range []rollback.RecordType{rollback.RecLease, rollback.RecBegin, rollback.RecIntent} {
+		if n := count(recs, typ, nil); n != 0 {
+			t.Errorf("%d %s records from a quarantined agent", n, typ)
+		}
+	}
+}
+
+// A quarantined agent may still halt: never drop a halt.
+func caseQuarantinedHalts(t *testing.T, h *hostile) {
+	a := h.a(6)
+	h.quarantine(t, a)
+	a.ok(t, "halt", kv{"reason": "a quarantined agent sees a person"})
+	daemontestWait(t, "halted", 10*time.Second, func() bool { return h.status(t).Halted })
+}
+
+// Only the operator may quarantine: an agent cannot over MQTT (an unknown
+// op), nor over HTTP without the token; a name that is no agent's name,
+// or none, is refused and bars nobody.
+func caseQuarantineMisuse(t *testing.T, h *hostile) {
+	a := h.a(7)
+	a.refused(t, "quarantine", kv{"token": hostileToken}, api.CodeBadRequest)
+	a.refused(t, "drain", kv{"token": hostileToken}, api.CodeBadRequest)
+	for _, tok := range []string{"", "not-the-token"} {
+		code, body, err := h.do(http.MethodPost, "/api/v1/quarantine", tok, []byte(`{"agent":"a08"}`))
+		if err != nil || code != http.StatusUnauthorized {
+			t.Errorf("quarantine with token %q: %d %v %s", tok, code, err, body)
+		}
+	}
+	for _, name := range []string{"", "a/b", "#", strings.Repeat("x", 65)} {
+		if code, body := h.operatorPost(t, "quarantine", kv{"agent": name}); code != http.StatusBadRequest || !strings.Contains(body, api.CodeBadRequest) {
+			t.Errorf("quarantine of %q: %d %s", name, code, body)
+		}
+	}
+	if code, body := h.operatorPost(t, "release", kv{"agent": "a08"}); code != http.StatusConflict || !strings.Contains(body, "NOT_QUARANTINED") {
+		t.Errorf("release of an agent not quarantined: %d %s", code, body)
+	}
+	if st := h.status(t); len(st.Quarantined) != 0 {
+		t.Errorf("agents quarantined by misuse: %v", st.Quarantined)
+	}
+	h.a(8).hello(t, time.Minute)
+}
+
+// A drain nobody ends only refuses new sagas: begin is DRAINING, the
+// supervisor is not ready, and nothing else is held — hello, heartbeat,
+// the open saga's steps and commit are served, a halt latches at once and
+// a reset clears it (the drain stays). Its grace is bounded (24 h); the
+// drain itself ends only at an operator's word, which the journal keeps.
+func caseDrainNeverEnds(t *testing.T, h *hostile) {
+	a := h.a(9)
+	a.hello(t, time.Minute)
+	saga := a.begin(t)
+	if code, body := h.operatorPost(t, "drain", kv{"grace_ms": 86400001}); code != http.StatusBadRequest {
+		t.Errorf("a drain with a grace over 24 h: %d %s", code, body)
+	}
+	if code, body := h.operatorPost(t, "drain", kv{"grace_ms": 86400000, "reason": "forever"}); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, body)
+	}
+	t.Cleanup(func() {
+		if code, body := h.operatorPost(t, "undrain", kv{}); code != http.StatusOK {
+			t.Errorf("undrain: %d %s", code, body)
+		}
+	})
+	a.refused(t, "begin", nil, "DRAINING")
+	daemontestWait(t, "/readyz 503 while draining", 10*time.Second, func() bool { return h.readyz(t) == http.StatusServiceUnavailable })
+	a.ok(t, "heartbeat", nil)
+	a.ok(t, "step", kv{"saga": saga, "actuator": "base", "value": h.baseline["base"]})
+	a.ok(t, "commit", kv{"saga": saga})
+	h.a(10).hello(t, time.Minute)
+	h.a(10).ok(t, "halt", kv{"reason": "halt during a drain"})
+	daemontestWait(t, "halted", 10*time.Second, func() bool { return h.status(t).Halted })
+	h.httpReset(t)
+	if st := h.status(t); st.Halted || st.Drain == nil {
+		t.Errorf("after the reset: halted %v, drain %v (the drain must stay)", st.Halted, st.Drain)
+	}
+	h.httpHalt(t, "left halted for the case's check")
 }

@@ -37,7 +37,7 @@ func init() {
 		{name: "mosquitto-config", args: "--out DIR [--config FILE]", help: "write mosquitto's password file, ACL and conf from the configuration: the same rules as the embedded broker", run: runMosquittoConfig},
 		{name: "systemd-dropin", args: "--config FILE [--out F]", help: "write the unit's drop-in (" + DefaultDropin + ") letting in what the config serves or dials beyond loopback: the unit itself allows localhost only", run: runSystemdDropin},
 		{name: "credentials", args: "OP [--config FILE]", help: "the MQTT logins' passwords: list them, show one (root or its owner), export one to a controller's user (--to FILE --owner USER, mode 0600)", run: credentials.Run},
-		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch, keygen, approve", run: ctl.Run},
+		{name: "ctl", args: "OP [flags]", help: "a controller from the shell over MQTT: status, halt, reset, hello, run-saga, watch, keygen, approve; the operator's drain, undrain, quarantine, release", run: ctl.Run},
 		{name: "fleet", args: "[--once] [--json]", help: "every supervisor on a broker at a glance (mqtt.fleet summaries): ready, halted, offline, stale; refreshes in place", run: fleetcmd.Run},
 		{name: "demo", help: "show the supervisor on a simulated arm: faults, unwinds, a failed compensation, a kill -9 and recovery", run: demo.Run},
 		{name: "verify", args: "--wal DIR", help: "check the journal's hash chain and every record against the daemon's replay rules; exit 0 intact, 1 broken, refused or lost (first bad record named), 2 no journal or unreadable", run: journaltool.Verify},

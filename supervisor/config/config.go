@@ -165,6 +165,17 @@ type Agents struct {
 	// broker that authorises on its own. The embedded broker lets in
 	// exactly these agents (and generates their credentials).
 	Allow map[string]Permission `yaml:"allow"`
+	// Quarantine, if after_refusals is set, quarantines an agent whose
+	// requests were refused that often within window (its own faults
+	// only: a malformed, forbidden or out-of-limit request, a flood), as
+	// an operator's quarantine does, until an operator releases it.
+	Quarantine AutoQuarantine `yaml:"quarantine"`
+}
+
+// AutoQuarantine configures automatic quarantine (agents.quarantine).
+type AutoQuarantine struct {
+	AfterRefusals int           `yaml:"after_refusals"` // 0 (default): never
+	Window        time.Duration `yaml:"window"`         // default 10s, 1s..1h
 }
 
 // Permission is what one agent may do.

@@ -91,7 +91,8 @@ func defaults() *Config {
 		},
 		Leases: Leases{DefaultTTL: time.Second, MinTTL: MinLeaseTTL, MaxTTL: MaxLeaseTTL},
 		Agents: Agents{Max: ingress.DefaultMaxAgents, Queue: ingress.DefaultQueueLen, Rate: ingress.DefaultRate,
-			Burst: ingress.DefaultBurst, MaxSagas: rollback.DefaultMaxSagasPerLease},
+			Burst: ingress.DefaultBurst, MaxSagas: rollback.DefaultMaxSagasPerLease,
+			Quarantine: AutoQuarantine{Window: 10 * time.Second}},
 		MQTT: MQTT{
 			Broker:        brokerEmbedded,
 			Listen:        "127.0.0.1:1883",
@@ -348,7 +349,17 @@ func (d *decoder) validateAgents(a Agents) {
 			d.errorf(p, "%v is outside 1..%v", f.v, f.max)
 		}
 	}
+	q := a.Quarantine
+	if d.ok("agents.quarantine.after_refusals") && (q.AfterRefusals < 0 || q.AfterRefusals > maxAutoRefusals) {
+		d.errorf("agents.quarantine.after_refusals", "%d is outside 0..%d (0: never)", q.AfterRefusals, maxAutoRefusals)
+	}
+	if d.ok("agents.quarantine.window") && (q.Window < time.Second || q.Window > time.Hour) {
+		d.errorf("agents.quarantine.window", "%v is outside 1s..1h", q.Window)
+	}
 }
+
+// maxAutoRefusals bounds agents.quarantine.after_refusals.
+const maxAutoRefusals = 1000000
 
 func (d *decoder) validateLeases(l Leases) {
 	inBounds := true

@@ -71,6 +71,25 @@ function tag(text, cls) {
 let last = null; // the last snapshot, and when it came
 let lastAt = 0;
 
+// The operator's drain and quarantine (ended with saga-supervisor ctl
+// undrain / release, or POST /api/v1/undrain, /api/v1/release).
+function renderBarriers(st) {
+  const d = st.drain;
+  if (!d) {
+    $("drain").textContent = "drain: none";
+  } else if (d.recovered) {
+    $("drain").textContent = "DRAINING (new sagas refused) since " + new Date(d.since).toLocaleString() +
+      ", from before the last restart — " + d.reason + " — end it: saga-supervisor ctl undrain";
+  } else {
+    $("drain").textContent = "DRAINING (new sagas refused) since " + new Date(d.since).toLocaleString() +
+      "; open sagas unwound at " + new Date(d.deadline).toLocaleString() + " — " + d.reason +
+      " — end it: saga-supervisor ctl undrain";
+  }
+  const q = st.quarantined || [];
+  $("quarantined").textContent = q.length === 0 ? "quarantined agents: none"
+    : "QUARANTINED: " + q.map((a) => a.agent + " (" + a.reason + ")").join(", ") + " — release: saga-supervisor ctl release AGENT";
+}
+
 function render(d) {
   const st = d.status;
   const banner = $("banner");
@@ -88,6 +107,7 @@ function render(d) {
     $("halt-reason").textContent = "";
   }
   $("reasons").replaceChildren(...(st.reasons || []).map((r) => el("li", null, r)));
+  renderBarriers(st);
   // Where the operator finds the token: the path only, never the token.
   $("token-where").textContent = d.reset_token_file
     ? "the operator token is in " + d.reset_token_file

@@ -14,13 +14,13 @@ The families follow api/codes.go, and the Go client's sentinel errors
     SagaSupervisorError
     ├── RequestError          BAD_REQUEST, PAYLOAD_TOO_LARGE, NOT_FINITE
     ├── BackOffError          RATE_LIMITED, BUSY, TOO_MANY_AGENTS, TOO_MANY_ATTEMPTS
-    ├── SupervisorStateError
-    │   ├── NotReadyError     NOT_READY
+    ├── SupervisorStateError  NOT_DRAINING, NOT_QUARANTINED, QUARANTINE_FULL (operator's HTTP only)
+    │   ├── NotReadyError     NOT_READY, DRAINING
     │   ├── HaltedError       HALTED
     │   └── JournalFailedError JOURNAL_FAILED
     ├── PermissionDeniedError
     │   ├── UnauthorizedError UNAUTHORIZED
-    │   └── ForbiddenError    FORBIDDEN, NO_OPERATOR_TOKEN, HOST_NOT_ALLOWED, ORIGIN_NOT_ALLOWED
+    │   └── ForbiddenError    FORBIDDEN, NO_OPERATOR_TOKEN, HOST_NOT_ALLOWED, ORIGIN_NOT_ALLOWED, QUARANTINED
     ├── LeaseError            TOO_MANY_LEASES, SHUTTING_DOWN
     │   └── LeaseLostError    LEASE_UNKNOWN, LEASE_EXPIRED, LEASE_NOT_HOLDER, and the client's own
     ├── SagaError             SAGA_NOT_OWNER, SAGA_BUSY, SAGA_FULL, TOO_MANY_SAGAS, DUPLICATE_ID
@@ -330,6 +330,11 @@ CODES: Dict[str, Tuple[Type[SagaSupervisorError], bool]] = {
     "STEP_FAILED": (StepFailedError, False),
     "STEP_IN_DOUBT": (StepFailedError, False),
     "INTERNAL": (InternalError, False),
+    "DRAINING": (NotReadyError, True),
+    "NOT_DRAINING": (SupervisorStateError, True),
+    "QUARANTINED": (ForbiddenError, True),
+    "NOT_QUARANTINED": (SupervisorStateError, True),
+    "QUARANTINE_FULL": (SupervisorStateError, True),
 }
 
 

@@ -1,5 +1,6 @@
 // Package ctl is `saga-supervisor ctl`: a controller from the shell over
-// MQTT API v1 (status, halt, reset, hello, run-saga, watch) and the
+// MQTT API v1 (status, halt, reset, hello, run-saga, watch), the operator's
+// drain and quarantine over HTTP, and the
 // offline operator-key ops (keygen, approve).
 package ctl
 
@@ -30,6 +31,8 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/cmd/internal/cli"
 	"github.com/saga-supervisor/saga-supervisor/cmd/saga-supervisor/internal/credentials"
 	"github.com/saga-supervisor/saga-supervisor/internal/secretfile"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
+	"github.com/saga-supervisor/saga-supervisor/supervisor"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
@@ -55,6 +58,21 @@ OPs:
                                it: mqtt.allow_reset, TLS). A supervisor with no token
                                configured refuses every reset (NO_OPERATOR_TOKEN):
                                set http.reset_token_file and restart it
+  drain [--grace D] [--reason R]
+                               refuse new sagas (DRAINING) for maintenance; sagas
+                               open now may finish within D (default 1m, at most
+                               24h), then they are unwound. Ready is NO while it
+                               lasts; halt still works. In force until undrain,
+                               across restarts
+  undrain [--reason R]         end the drain
+  quarantine AGENT [--reason R]
+                               bar an agent: its lease ends, its sagas are unwound,
+                               and all it sends but halt is refused (QUARANTINED)
+                               until release; across restarts
+  release AGENT [--reason R]   end an agent's quarantine
+                               (drain, undrain, quarantine and release take the
+                               operator token and go over HTTP, as reset does:
+                               --token-file, --token, --http, --http-cert)
   hello                        take a lease and give it back (bye): can this agent act?
   run-saga [--deadline D] ACTUATOR=VALUE ...
                                one saga: hello, begin, every step in order, commit,
@@ -272,7 +290,7 @@ func Run(args []string, w io.Writer) error {
 		return usageErr(err)
 	}
 	if fs.NArg() == 0 {
-		return usageErr(errors.New("no OP given: status, halt, reset, hello, run-saga, watch, keygen or approve"))
+		return usageErr(errors.New("no OP given: status, halt, reset, drain, undrain, quarantine, release, hello, run-saga, watch, keygen or approve"))
 	}
 	op, rest := fs.Arg(0), fs.Args()[1:]
 	if op == "help" {
@@ -305,6 +323,15 @@ func Run(args []string, w io.Writer) error {
 		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
 		ofs.StringVar(&g.httpCert, "http-cert", "", "for an https:// --http: the supervisor's certificate (PEM), trusted exactly (default with --config: its http.tls.cert_file; none: the system's CAs)")
 		ofs.BoolVar(&overMQTT, "mqtt", false, "reset over MQTT instead of HTTP (the supervisor must allow it: mqtt.allow_reset)")
+	case "drain", "undrain", "quarantine", "release":
+		ofs.StringVar(&reason, "reason", "", "why (journaled, and in the status)")
+		ofs.StringVar(&token, "token", "", "the operator token")
+		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
+		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
+		ofs.StringVar(&g.httpCert, "http-cert", "", "for an https:// --http: the supervisor's certificate (PEM), trusted exactly (default with --config: its http.tls.cert_file; none: the system's CAs)")
+		if op == "drain" {
+			ofs.DurationVar(&deadline, "grace", supervisor.DefaultDrainGrace, "how long open sagas may run on before they are unwound (0..24h)")
+		}
 	case "run-saga":
 		ofs.DurationVar(&deadline, "deadline", 0, "each step is void unless admitted within D of reaching the supervisor (1ms..1m; 0: none)")
 		ofs.StringVar(&reason, "reason", "", "the abort reason when a step is refused (default: names the step)")
@@ -327,7 +354,7 @@ func Run(args []string, w io.Writer) error {
 	case "begin", "step", "commit", "abort":
 		return usageErr(fmt.Errorf("%s is not an op of its own: a lease, and the saga under it, end when this process exits; use run-saga ACTUATOR=VALUE ... (or the Go client package)", op))
 	default:
-		return usageErr(fmt.Errorf("unknown OP %q: status, halt, reset, hello, run-saga, watch, keygen or approve", op))
+		return usageErr(fmt.Errorf("unknown OP %q: status, halt, reset, drain, undrain, quarantine, release, hello, run-saga, watch, keygen or approve", op))
 	}
 	pos, err := parseAnyOrder(ofs, rest)
 	if err != nil {
@@ -336,6 +363,19 @@ func Run(args []string, w io.Writer) error {
 			return err
 		}
 		return usageErr(err)
+	}
+	var target string
+	if op == "quarantine" || op == "release" {
+		if len(pos) != 1 {
+			return usageErr(fmt.Errorf("%s needs one AGENT (the name it acts under)", op))
+		}
+		if err := api.ValidName(pos[0]); err != nil {
+			return usageErr(fmt.Errorf("%s: agent %q: %w", op, pos[0], err))
+		}
+		target, pos = pos[0], nil
+	}
+	if op == "drain" && (deadline < 0 || deadline > rollback.MaxDrainGrace) {
+		return usageErr(fmt.Errorf("drain: --grace %v is outside 0..%v", deadline, rollback.MaxDrainGrace))
 	}
 	if op != "run-saga" && len(pos) > 0 {
 		return usageErr(fmt.Errorf("%s: unexpected argument %q", op, pos[0]))
@@ -386,6 +426,25 @@ func Run(args []string, w io.Writer) error {
 			return opResetHTTP(ctx, hc, httpURL, g.timeout, out, token)
 		}
 		return opReset(ctx, opt, out, token)
+	case "drain", "undrain", "quarantine", "release":
+		if token, err = g.operatorToken(token, tokenFile); err != nil {
+			return usageErr(err)
+		}
+		hc, err := httpClient(g.httpCert)
+		if err != nil {
+			return usageErr(err)
+		}
+		body := map[string]any{}
+		if reason != "" {
+			body["reason"] = reason
+		}
+		switch op {
+		case "drain":
+			body["grace_ms"] = deadline.Milliseconds()
+		case "quarantine", "release":
+			body["agent"] = target
+		}
+		return opOperatorHTTP(ctx, hc, httpURL, g.timeout, out, token, op, body)
 	case "hello":
 		return opHello(ctx, opt, out)
 	case "run-saga":

@@ -104,6 +104,7 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 	for _, l := range st.Leases {
 		fmt.Fprintf(w, "lease:      %-10s ttl %dms, expires in %.2fs\n", l.Agent, l.TTLMS, l.ExpiresIn)
 	}
+	writeBarriers(w, st.Drain, st.Quarantined)
 	if len(st.OpenSagas) == 0 {
 		fmt.Fprintln(w, "open sagas: none")
 	} else {
