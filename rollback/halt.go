@@ -413,6 +413,7 @@ func (e *Engine) Adopt(name string, drifted func(commanded float64) (float64, bo
 	}
 	e.log.Warn("actuator moved by its device", "actuator", name, "commanded", st.commanded, "found", v, "why", why)
 	e.setCommanded(st, v)
+	st.altOK = false // observed: no second value any more (as the rebuild of OBSERVED)
 	st.at = e.cfg.Now()
 	e.mu.Unlock()
 	err := e.sync()

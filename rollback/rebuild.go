@@ -209,6 +209,11 @@ func (e *Engine) applyLocked(r *Record) error {
 			return nil
 		}
 		switch {
+		case b == Unresolved && r.Flags&FlagWithdrawn != 0 && sp.act.altOK:
+			// The compensation's intent was withdrawn before its effect
+			// (FlagWithdrawn): the actuator is where it was before the
+			// intent, as the engine that wrote it went on believing.
+			sp.act.commanded, sp.act.altOK = sp.act.alt, false
 		case b == Compensated && sp.outcome != Failed:
 			sp.act.commanded, sp.act.altOK = sp.compTarget, false
 		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeValue:

@@ -122,6 +122,19 @@ func (e *Engine) Reconcile(ctx context.Context) ([]Mismatch, error) {
 			}
 			time.Sleep(reconcileEvery)
 		}
+		if settled && readErr == nil && len(want) == 2 && math.Abs(found-want[0]) > tol {
+			// Found at the value before the move in flight, the journal's
+			// second value: that move did not take. The engine believes
+			// the world from here on (journaled as OBSERVED, no halt: the
+			// journal allowed it), or the next saga would record the
+			// target as its prior and an abort drive the actuator to a
+			// place it never was.
+			if _, err := e.Adopt(name, func(float64) (float64, bool) { return found, true },
+				fmt.Sprintf("at start the actuator reads back %g, the value before the journal's last move in flight (to %g): that move did not take", found, want[0])); err != nil {
+				return out, err
+			}
+			continue
+		}
 		if settled {
 			continue
 		}

@@ -55,6 +55,13 @@ const (
 	FlagInDoubt    uint8 = 1 << iota // FAILED: the effect may have happened
 	FlagClamped                      // INTENT: Target differs from Requested by the clamp policy
 	FlagFirstTouch                   // INTENT: the saga's first step on this actuator
+	// FlagWithdrawn marks a COMP_DONE (unresolved) written by the process
+	// that journaled the COMP_INTENT before it, when a halt came between
+	// that intent and its effect, which was then never started: the
+	// actuator did not move. Without it, an unresolved compensation after
+	// a COMP_INTENT may have moved (a crash after the intent, settled by a
+	// later process), so the rebuild keeps both values.
+	FlagWithdrawn
 )
 
 // Record is one engine record. Which fields are set depends on Type; unset

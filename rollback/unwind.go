@@ -80,6 +80,11 @@ func (e *Engine) unwindLocked(s *saga, reason string, recovered bool) *Report {
 
 // settle puts the group's unsettled steps in bucket b and journals each.
 func (e *Engine) settle(s *saga, g group, b Bucket, errMsg string) {
+	e.settleFlags(s, g, b, errMsg, 0)
+}
+
+// settleFlags is settle with flags on each COMP_DONE record.
+func (e *Engine) settleFlags(s *saga, g group, b Bucket, errMsg string, flags uint8) {
 	for _, sp := range g.steps {
 		if sp.bucket != "" {
 			continue
@@ -89,7 +94,7 @@ func (e *Engine) settle(s *saga, g group, b Bucket, errMsg string) {
 			sp.err = errMsg
 		}
 		if e.fatal == nil {
-			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: sp.n, Actuator: g.name, Code: string(b), Attempt: sp.attempts, Message: errMsg})
+			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: sp.n, Actuator: g.name, Code: string(b), Attempt: sp.attempts, Message: errMsg, Flags: flags})
 		}
 	}
 }
@@ -142,7 +147,10 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			return
 		}
 		if e.stopped() {
-			e.settle(s, g, Unresolved, "not attempted: halted")
+			// The intent is durable but its effect was never started:
+			// said so in the record, the rebuild must not believe the
+			// target (nor leave it open as a second value).
+			e.settleFlags(s, g, Unresolved, "not attempted: halted", FlagWithdrawn)
 			return
 		}
 		e.inflight.Add(1)
