@@ -32,6 +32,7 @@ const (
 func (s *soak) runFault(k *faultKind) {
 	st := s.stats[k.name]
 	st.injected++
+	s.current = k
 	s.work.resume()
 	// Let the workers get sagas in flight.
 	time.Sleep(s.between(300*time.Millisecond, 1500*time.Millisecond))
@@ -49,6 +50,10 @@ func (s *soak) runFault(k *faultKind) {
 			mismatchList(s.mustFind), grepLines(s.r.sup.out.String(), "reconcile", "recovered"))
 	}
 	s.mustFind = nil
+	if s.haltedMissing != "" && !halted {
+		s.violate(k, "halted while the part was missing (%s), ready once it was back without a reset: the halt did not latch", s.haltedMissing)
+	}
+	s.haltedMissing = ""
 	outcome := "ready"
 	if halted {
 		st.halts++
