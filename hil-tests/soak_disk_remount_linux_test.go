@@ -136,3 +136,20 @@ func syncFile(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzParseMountInfo: any table parses without a panic, and a mount found
+// is one of the table's lines for that point.
+func FuzzParseMountInfo(f *testing.F) {
+	f.Add("97 30 7:3 / /mnt/j rw,relatime shared:50 - ext4 /dev/loop3 rw\n", "/mnt/j")
+	f.Add(`98 30 7:4 / /a\040b rw - ext4 /dev/loop4 rw`, "/a b")
+	f.Add("1 2 3 4 /x - -\n- - - - /x\n", "/x")
+	f.Fuzz(func(t *testing.T, table, mnt string) {
+		m, err := parseMountInfo(table, mnt)
+		if err != nil {
+			return
+		}
+		if !strings.Contains(table, m.dev) || !strings.Contains(table, strconv.Itoa(m.id)) {
+			t.Errorf("%+v is not from the table %q", m, table)
+		}
+	})
+}
