@@ -73,14 +73,17 @@ func (s *soak) runFault(k *faultKind) {
 	s.checkInvariants(k)
 }
 
-// journalMark is the journal's last record now (0 if the status cannot be
-// read): records after it were written during the fault.
+// journalMark is the journal's last durable record now (0 if the status
+// cannot be read): records after it were written during the fault. Not
+// the last record: a record that rides (APPLIED, REFUSED) is durable only
+// at the next sync, and a supervisor killed before it is lost, its number
+// given to the next process's first record (a HALT at its start).
 func (s *soak) journalMark() uint64 {
 	st, err := s.tryStatus()
 	if err != nil {
 		return 0
 	}
-	return st.Journal.LastSeq
+	return st.Journal.Durable
 }
 
 // tryStatus reads /api/v1/status, returning an error where rig.status
@@ -353,6 +356,7 @@ func (s *soak) checkInvariants(k *faultKind) {
 			s.violate(k, "saga %d of %s committed, yet a rollback report says it was unwound: %+v", c.saga, c.agent, rep)
 		}
 	}
+	s.checkAnswers(k)
 	pos := make([]string, 0, len(s.r.plan.Actuators))
 	for _, a := range s.r.plan.Actuators {
 		c, _ := l.status.commanded(a.Name)
@@ -360,6 +364,22 @@ func (s *soak) checkInvariants(k *faultKind) {
 	}
 	s.logf("  checked: the four views agree at %s; journal at record %d, %d commits acknowledged, all in it",
 		strings.Join(pos, " "), l.journal.lastSeq, len(acked))
+}
+
+// checkAnswers checks that the supervisor, ready, answers a command over
+// MQTT: ready but deaf (its subscription gone) would pass every other
+// check, the workers' requests going unanswered. It asks the probe's
+// status for up to agreeBound.
+func (s *soak) checkAnswers(k *faultKind) {
+	var last error
+	if waitUntil(agreeBound, func() bool {
+		_, last = s.probe.send(map[string]any{"op": "status"})
+		return last == nil
+	}) {
+		return
+	}
+	s.violate(k, "ready, yet no reply over MQTT for %v: %v", agreeBound, last)
+	s.suspect = true
 }
 
 func (s *soak) workerAgents() []*agent {
