@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -378,8 +379,17 @@ func (s *soak) checkAnswers(k *faultKind) {
 	}) {
 		return
 	}
-	s.violate(k, "ready, yet no reply over MQTT for %v: %v", agreeBound, last)
+	// Deaf: its goroutines show why (SIGQUIT: Go's dump, in its log, and
+	// the process ends; the soak stops here anyway).
+	s.violate(k, "ready, yet no reply over MQTT for %v: %v; its goroutines are dumped (SIGQUIT) at the end of supervisor-%02d.log",
+		agreeBound, last, len(s.daemons))
 	s.suspect = true
+	if s.r.sup.cmd.Process.Signal(syscall.SIGQUIT) == nil {
+		select {
+		case <-s.r.sup.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 func (s *soak) workerAgents() []*agent {
