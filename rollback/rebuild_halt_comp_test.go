@@ -1,0 +1,119 @@
+package rollback
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+// latchOnCompIntent is a Journal that latches a halt while the first
+// COMP_INTENT is being synced: the halt lands between a compensation's
+// durable intent and its effect.
+type latchOnCompIntent struct {
+	*memJournal
+	e    **Engine
+	once sync.Once
+}
+
+func (j *latchOnCompIntent) Sync() error {
+	err := j.memJournal.Sync()
+	recs := j.all()
+	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
+		j.once.Do(func() { (*j.e).Latch("e-stop") })
+	}
+	return err
+}
+
+// TestRebuildAgreesWhenHaltLandsBetweenCompIntentAndEffect (the soak, seed
+// 4, fault #8 supply-sag): an unwind journals COMP_INTENT, a halt latches
+// before the effect, the step is settled unresolved ("not attempted:
+// halted") and nothing moved. The live engine keeps the actuator where it
+// was; the rebuild must too.
+func TestRebuildAgreesWhenHaltLandsBetweenCompIntentAndEffect(t *testing.T) {
+	var e *Engine
+	j := &latchOnCompIntent{memJournal: &memJournal{}, e: &e}
+	r := newRig(t, func(c *Config) { c.Journal = j })
+	e = r.e
+	s := r.begin(t)
+	r.step(t, s, "1", "base", 30)
+	r.step(t, s, "2", "base", 60)
+	rep, err := r.e.Abort(s, r.owner, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Steps[0].Bucket != Unresolved {
+		t.Fatalf("the halt did not land between the intent and the effect: %+v", rep)
+	}
+	if _, err := r.e.Halt("e-stop"); err != nil { // waits for the latched halt's pass
+		t.Fatal(err)
+	}
+	next := newRig(t, nil)
+	j.rebuildInto(t, next.e, len(j.all()))
+	for _, name := range []string{"base", "shoulder", "elbow"} {
+		live, _ := r.e.Commanded(name)
+		rebuilt, _ := next.e.Commanded(name)
+		if live != rebuilt {
+			t.Errorf("%s: the live engine says %g, the rebuild %g (the world: %g)", name, live, rebuilt, r.w.snapshot()[name])
+		}
+	}
+}
+
+type readsBack struct {
+	*fakeDriver
+	v float64
+}
+
+func (d readsBack) ReadBack(context.Context) (float64, error) { return d.v, nil }
+
+// TestRestartAfterHaltBetweenCompIntentAndEffect: the same journal, taken
+// over by a restart whose drivers read back the world (base at 60). The
+// reconcile accepts 60 as the journal's second value and the restart then
+// believes base is at 30: the next saga's step records 30 as its prior,
+// and a clean abort drives base to 30, where it never was.
+func TestRestartAfterHaltBetweenCompIntentAndEffect(t *testing.T) {
+	var e *Engine
+	j := &latchOnCompIntent{memJournal: &memJournal{}, e: &e}
+	r := newRig(t, func(c *Config) { c.Journal = j })
+	e = r.e
+	s := r.begin(t)
+	r.step(t, s, "1", "base", 30)
+	r.step(t, s, "2", "base", 60)
+	if _, err := r.e.Abort(s, r.owner, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.e.Halt("e-stop"); err != nil {
+		t.Fatal(err)
+	}
+	next := newRig(t, nil)
+	j.rebuildInto(t, next.e, len(j.all()))
+	world := r.w.snapshot()
+	for name, a := range map[string]float64{"base": world["base"], "shoulder": world["shoulder"], "elbow": world["elbow"]} {
+		act := next.reg.Get(name)
+		act.Driver = readsBack{fakeDriver: next.drivers[name], v: a}
+	}
+	ms, err := next.e.Reconcile(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := next.e.Commanded("base")
+	t.Logf("world base=%g; after the restart's reconcile: mismatches %v, believed %g", world["base"], ms, got)
+	if got != world["base"] {
+		t.Errorf("after the restart the engine believes base at %g; it is at %g, and no mismatch was reported (%v)", got, world["base"], ms)
+	}
+	if _, err := next.e.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.e.Reset("operator", next.e.HaltGen()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := next.begin(t)
+	next.step(t, s2, "3", "base", 50)
+	if _, err := next.e.Abort(s2, next.owner, "test"); err != nil {
+		t.Fatal(err)
+	}
+	calls := next.w.setCalls()
+	t.Logf("the next saga: base 60 -> 50, aborted; the driver's sets: %v", calls)
+	if last := calls[len(calls)-1]; last.Actuator == "base" && last.Value != world["base"] {
+		t.Errorf("a clean abort of the next saga drove base to %g; it was at %g before the saga", last.Value, world["base"])
+	}
+}
