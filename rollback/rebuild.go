@@ -209,16 +209,6 @@ func (e *Engine) applyLocked(r *Record) error {
 			return nil
 		}
 		switch {
-		case b == Unresolved && sp.attempts > sp.failures && sp.act.altOK && sp.act.commanded == sp.compTarget:
-			// Settled unresolved with its last COMP_INTENT's effect
-			// neither done nor failed: the engine halted between the two
-			// and did not attempt it ("not attempted: halted"), so the
-			// actuator is where it was before the intent, as the engine
-			// went on believing. (A crash there, the journal then ending
-			// halted, settles it the same way: whether it moved is not
-			// known, so the target stays the second value Reconcile
-			// accepts.)
-			sp.act.commanded, sp.act.alt = sp.act.alt, sp.act.commanded
 		case b == Compensated && sp.outcome != Failed:
 			sp.act.commanded, sp.act.altOK = sp.compTarget, false
 		case b == FallbackSafe && sp.act.a.Safe.Mode == actuators.SafeValue:
