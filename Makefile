@@ -186,7 +186,8 @@ avr-figures:
 
 # soak runs the supervisor on the sim rig under random faults for
 # SOAK_DURATION, checking the invariants after each, and prints a table
-# per fault (docs/HIL.md, "The soak"). SOAK_SEED=N replays a run's faults.
+# per fault (docs/HIL.md, "The soak"). SOAK_SEED=N replays a run's faults;
+# SOAK_KINDS=a,b (in the environment) runs only those fault kinds.
 # Not in test: it takes minutes. It needs root (mount) for the disk faults.
 # The test has its own hang guard (SOAK_DURATION + 15m), hence -timeout 0.
 SOAK_DURATION ?= 10m

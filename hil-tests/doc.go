@@ -37,7 +37,8 @@
 // TestSoak (`make soak`, not among the scenarios) runs one supervisor on the
 // sim rig for SOAK_DURATION under faults picked at random from SOAK_SEED —
 // the broker, the cable, the journal's disk (full, failing), the supply,
-// signals to the supervisor and to agents — and checks after each that the
+// signals to the supervisor and to agents, the broker or the board's port
+// missing while it starts — and checks after each that the
 // world, the supervisor's belief, the journal and the retained state agree,
 // that no acknowledged commit was lost or undone, and that a halt was
 // honoured (docs/HIL.md, "The soak").

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -32,6 +33,7 @@ const (
 func (s *soak) runFault(k *faultKind) {
 	st := s.stats[k.name]
 	st.injected++
+	s.current = k
 	s.work.resume()
 	// Let the workers get sagas in flight.
 	time.Sleep(s.between(300*time.Millisecond, 1500*time.Millisecond))
@@ -49,6 +51,10 @@ func (s *soak) runFault(k *faultKind) {
 			mismatchList(s.mustFind), grepLines(s.r.sup.out.String(), "reconcile", "recovered"))
 	}
 	s.mustFind = nil
+	if s.haltedMissing != "" && !halted {
+		s.violate(k, "halted while the part was missing (%s), ready once it was back without a reset: the halt did not latch", s.haltedMissing)
+	}
+	s.haltedMissing = ""
 	outcome := "ready"
 	if halted {
 		st.halts++
@@ -68,14 +74,17 @@ func (s *soak) runFault(k *faultKind) {
 	s.checkInvariants(k)
 }
 
-// journalMark is the journal's last record now (0 if the status cannot be
-// read): records after it were written during the fault.
+// journalMark is the journal's last durable record now (0 if the status
+// cannot be read): records after it were written during the fault. Not
+// the last record: a record that rides (APPLIED, REFUSED) is durable only
+// at the next sync, and a supervisor killed before it is lost, its number
+// given to the next process's first record (a HALT at its start).
 func (s *soak) journalMark() uint64 {
 	st, err := s.tryStatus()
 	if err != nil {
 		return 0
 	}
-	return st.Journal.LastSeq
+	return st.Journal.Durable
 }
 
 // tryStatus reads /api/v1/status, returning an error where rig.status
@@ -348,6 +357,7 @@ func (s *soak) checkInvariants(k *faultKind) {
 			s.violate(k, "saga %d of %s committed, yet a rollback report says it was unwound: %+v", c.saga, c.agent, rep)
 		}
 	}
+	s.checkAnswers(k)
 	pos := make([]string, 0, len(s.r.plan.Actuators))
 	for _, a := range s.r.plan.Actuators {
 		c, _ := l.status.commanded(a.Name)
@@ -355,6 +365,31 @@ func (s *soak) checkInvariants(k *faultKind) {
 	}
 	s.logf("  checked: the four views agree at %s; journal at record %d, %d commits acknowledged, all in it",
 		strings.Join(pos, " "), l.journal.lastSeq, len(acked))
+}
+
+// checkAnswers checks that the supervisor, ready, answers a command over
+// MQTT: ready but deaf (its subscription gone) would pass every other
+// check, the workers' requests going unanswered. It asks the probe's
+// status for up to agreeBound.
+func (s *soak) checkAnswers(k *faultKind) {
+	var last error
+	if waitUntil(agreeBound, func() bool {
+		_, last = s.probe.send(map[string]any{"op": "status"})
+		return last == nil
+	}) {
+		return
+	}
+	// Deaf: its goroutines show why (SIGQUIT: Go's dump, in its log, and
+	// the process ends; the soak stops here anyway).
+	s.violate(k, "ready, yet no reply over MQTT for %v: %v; its goroutines are dumped (SIGQUIT) at the end of supervisor-%02d.log",
+		agreeBound, last, len(s.daemons))
+	s.suspect = true
+	if s.r.sup.cmd.Process.Signal(syscall.SIGQUIT) == nil {
+		select {
+		case <-s.r.sup.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 func (s *soak) workerAgents() []*agent {

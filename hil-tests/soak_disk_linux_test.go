@@ -3,11 +3,14 @@
 package hil
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -195,13 +198,190 @@ func (d *journalDisk) shutdown() error {
 // remount unmounts the failed file system and mounts it again, as an
 // operator would after replacing a card: the kernel replays its log. The
 // supervisor must have exited (it holds files open on it).
+//
+// An unmount does not always end the file system: another process's mount
+// namespace (a container, a sandboxed service, unshare -m) may hold it.
+// Then its loop device stays attached, and `mount -o loop` takes that
+// device again — and with it the shut-down file system, which answers EIO
+// although the mount "succeeded". So remount proves it has a fresh one:
+// the old loop device must have been released (the file system ended
+// with it) before it mounts, and a file must then be written, synced and
+// read back. If the old device is held, it mounts a copy of the image on
+// a new loop device (the disk's contents as the dead file system left
+// them, as a card moved to a new reader); if the proof still fails, it
+// returns an error with what it saw.
 func (d *journalDisk) remount() error {
-	var err error
-	for range 50 {
+	before, err := d.mounted()
+	if err != nil {
+		return fmt.Errorf("remount: before: %w", err)
+	}
+	for i := 0; ; i++ {
 		if err = command("umount", d.mnt); err == nil {
-			return d.mount()
+			break
+		}
+		if i == 50 {
+			return fmt.Errorf("remount: %w", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return err
+	// The loop device is detached once the file system on it has ended
+	// (autoclear); the kernel may take a moment after the unmount.
+	held := !waitUntil(5*time.Second, func() bool { return !loopAttached(before.source, d.image) })
+	how := "the same image"
+	if held {
+		// Never mount the held device again; a second loop device over
+		// the same file would share it with the dead file system. A copy.
+		fresh := fmt.Sprintf("%s.%d", strings.TrimSuffix(d.image, filepath.Ext(d.image)), time.Now().UnixNano()) + filepath.Ext(d.image)
+		if err := command("cp", "--sparse=always", d.image, fresh); err != nil {
+			return fmt.Errorf("remount: %s is still attached to %s after the unmount (another mount namespace holds the file system), and copying the image failed: %w",
+				before.source, d.image, err)
+		}
+		d.image = fresh
+		how = fmt.Sprintf("a copy of the image (%s is still attached: another mount namespace holds the failed file system)", before.source)
+	}
+	if err := d.mount(); err != nil {
+		return fmt.Errorf("remount (%s): %w", how, err)
+	}
+	after, err := d.mounted()
+	if err != nil {
+		return fmt.Errorf("remount (%s): after: %w", how, err)
+	}
+	if err := d.proveFresh(after); err != nil {
+		return fmt.Errorf("remount (%s) did not give a working file system: before %v, after %v, loop devices on %s: %s: %w",
+			how, before, after, d.image, loops(d.image), err)
+	}
+	if held {
+		d.t.Logf("soak: remount: %s, now %v (was %v)", how, after, before)
+	}
+	return nil
+}
+
+// mountInfo is what identifies a mounted file system.
+type mountInfo struct {
+	id     int    // the mount's id (/proc/self/mountinfo); ids are reused
+	dev    string // major:minor of the file system (its superblock)
+	source string // the device mounted, e.g. /dev/loop3
+}
+
+func (m mountInfo) String() string {
+	return fmt.Sprintf("mount %d of %s (dev %s)", m.id, m.source, m.dev)
+}
+
+// mounted reads the mount on d.mnt from /proc/self/mountinfo (the last
+// one, which hides any under it).
+func (d *journalDisk) mounted() (mountInfo, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return mountInfo{}, err
+	}
+	return parseMountInfo(string(b), d.mnt)
+}
+
+// parseMountInfo finds the last mount on mnt in a mountinfo table
+// (proc(5): id parent major:minor root point options [optional...] -
+// type source super-options).
+func parseMountInfo(table, mnt string) (mountInfo, error) {
+	var m mountInfo
+	found := false
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+2 >= len(f) || unescapeMount(f[4]) != mnt {
+			continue
+		}
+		id, err := strconv.Atoi(f[0])
+		if err != nil {
+			return m, fmt.Errorf("mountinfo: %q: %w", line, err)
+		}
+		m, found = mountInfo{id: id, dev: f[2], source: unescapeMount(f[sep+2])}, true
+	}
+	if !found {
+		return m, fmt.Errorf("nothing is mounted on %s", mnt)
+	}
+	return m, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// proveFresh checks that the mount is not the file system that failed: a
+// loop device over the image it means to mount
+// (remount mounts the same image only once its old device was released,
+// else a copy), on which a file can be written, synced, read back and removed.
+func (d *journalDisk) proveFresh(after mountInfo) error {
+	if !loopAttached(after.source, d.image) {
+		return fmt.Errorf("%s is not a loop device over %s", after.source, d.image)
+	}
+	probe := filepath.Join(d.mnt, "remount-probe")
+	want := []byte(after.String())
+	f, err := os.OpenFile(probe, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(want)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	got, err := os.ReadFile(probe)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("the probe file read back %q, want %q", got, want)
+	}
+	return os.Remove(probe)
+}
+
+// loopAttached reports whether the loop device dev is still attached to
+// image (/sys/block/loopN/loop/backing_file).
+func loopAttached(dev, image string) bool {
+	name := filepath.Base(dev)
+	if !strings.HasPrefix(name, "loop") {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop", "backing_file"))
+	if err != nil {
+		return false // detached: the file is gone
+	}
+	return sameFile(strings.TrimSpace(string(b)), image)
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// loops lists the loop devices attached to image, for an error.
+func loops(image string) string {
+	out, err := exec.Command("losetup", "-j", image).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("losetup -j: %v %s", err, out)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return s
+	}
+	return "none"
 }

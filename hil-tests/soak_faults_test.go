@@ -66,6 +66,8 @@ func faultKinds() []*faultKind {
 		{name: "sigkill", halt: mayHalt, inject: restartFault(syscall.SIGKILL), unavailable: always},
 		{name: "agent-kill", halt: noHalt, inject: agentFault(syscall.SIGKILL), unavailable: always},
 		{name: "agent-hang", halt: noHalt, inject: agentFault(syscall.SIGSTOP), unavailable: always},
+		{name: "boot-no-broker", halt: mayHalt, inject: brokerDownAtBoot, unavailable: always},
+		{name: "boot-no-mcu", halt: mayHalt, inject: mcuAbsentAtBoot, unavailable: always},
 	}
 }
 
@@ -223,16 +225,22 @@ func restartFault(sig syscall.Signal) func(*soak, *faultKind) time.Time {
 	return func(s *soak, k *faultKind) time.Time {
 		s.stopDaemon(k, sig, true)
 		if sig == syscall.SIGKILL {
-			var last string
-			if !waitUntil(10*time.Second, func() bool {
-				st, err := s.r.rb.State(context.Background())
-				last = fmt.Sprint(st, err)
-				return err == nil && st.InSession != nil && !*st.InSession
-			}) {
-				s.violate(k, "the board kept its session 10 s after the supervisor died: %s", last)
-			}
+			s.waitSessionEnd(k)
 		}
 		return s.startDaemon()
+	}
+}
+
+// waitSessionEnd checks that the board ends its session once the
+// supervisor is dead (its watchdog).
+func (s *soak) waitSessionEnd(k *faultKind) {
+	var last string
+	if !waitUntil(10*time.Second, func() bool {
+		st, err := s.r.rb.State(context.Background())
+		last = fmt.Sprint(st, err)
+		return err == nil && st.InSession != nil && !*st.InSession
+	}) {
+		s.violate(k, "the board kept its session 10 s after the supervisor died: %s", last)
 	}
 }
 
@@ -339,11 +347,18 @@ func (s *soak) startDaemon() time.Time {
 	return start
 }
 
-// check fails the soak on a harness error (not the supervisor's).
+// check fails the soak on a harness error (not the supervisor's): the
+// soak cannot go on, and says what it found so far.
 func (s *soak) check(err error) {
 	s.t.Helper()
 	if err != nil {
-		s.t.Fatalf("soak harness: %v", err)
+		where := "before the first fault"
+		if s.current != nil {
+			where = fmt.Sprintf("in fault #%d (%s)", s.index, s.current.name)
+		}
+		s.harness = append(s.harness, fmt.Sprintf("%s, %.1fs: %v", where, time.Since(s.began).Seconds(), err))
+		s.t.Fatalf("soak harness: %v\n(%s, %.0f s into the soak, %d violations so far; not the supervisor's failure: the soak cannot go on)\nthe figures so far:\n%s",
+			err, where, time.Since(s.began).Seconds(), len(s.violations), s.report())
 	}
 }
 

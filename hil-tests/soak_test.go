@@ -34,6 +34,7 @@ import (
 // journal or was undone; and that a halt was honoured: nothing moved until
 // the reset, and it was journaled.
 //
+// SOAK_KINDS (e.g. boot-no-broker,eio) runs only the kinds it names.
 // SOAK_DURATION (e.g. 10m) runs faults until it has passed, the first
 // round a shuffle of every kind; unset (make test), every kind runs once,
 // in an order the seed picks. SOAK_SEED replays a run's sequence of faults
@@ -66,6 +67,7 @@ func TestSoak(t *testing.T) {
 type soakSettings struct {
 	duration time.Duration // 0: brief, every fault kind once
 	seed     uint64
+	kinds    []string // SOAK_KINDS: only these fault kinds (none: all)
 }
 
 func soakSettingsFromEnv(t *testing.T) soakSettings {
@@ -86,6 +88,18 @@ func soakSettingsFromEnv(t *testing.T) soakSettings {
 		}
 		s.seed = n
 	}
+	if v := os.Getenv("SOAK_KINDS"); v != "" {
+		known := map[string]bool{}
+		for _, k := range faultKinds() {
+			known[k.name] = true
+		}
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); !known[name] {
+				t.Fatalf("SOAK_KINDS=%q: no fault kind %q", v, name)
+			}
+			s.kinds = append(s.kinds, name)
+		}
+	}
 	return s
 }
 
@@ -101,16 +115,21 @@ type soak struct {
 	rng   *rand.Rand
 	began time.Time
 
-	kinds       []*faultKind
-	order       []*faultKind // the first round: every kind once, shuffled
-	index       int          // the fault being run, from 1
-	stats       map[string]*faultStats
-	history     []string // one line per fault
-	violations  []string
-	reported    map[string]bool // journal problems already reported
-	daemons     []*proc         // every supervisor process, for the evidence
-	brokers     []*proc         // every mosquitto process, for the evidence
-	controllers int             // controller processes started
+	kinds      []*faultKind
+	order      []*faultKind // the first round: every kind once, shuffled
+	index      int          // the fault being run, from 1
+	stats      map[string]*faultStats
+	history    []string // one line per fault
+	violations []string
+	harness    []string   // harness errors (check): at most one, it ends the soak
+	current    *faultKind // the fault being run
+	// haltedMissing: the supervisor said it was halted (this reason)
+	// while a boot-time fault's part was missing; the halt must latch.
+	haltedMissing string
+	reported      map[string]bool // journal problems already reported
+	daemons       []*proc         // every supervisor process, for the evidence
+	brokers       []*proc         // every mosquitto process, for the evidence
+	controllers   int             // controller processes started
 	// mustFind is what the supervisor just started must find at its
 	// start and halt on (startDaemon).
 	mustFind []rollback.Mismatch
@@ -165,7 +184,11 @@ func newSoak(t *testing.T, set soakSettings) *soak {
 	s.probe = s.r.newAgent("soak-probe")
 	s.probe.timeout = workerReplyTimeout
 
-	s.kinds = faultKinds()
+	for _, k := range faultKinds() {
+		if len(set.kinds) == 0 || slices.Contains(set.kinds, k.name) {
+			s.kinds = append(s.kinds, k)
+		}
+	}
 	for _, k := range s.kinds {
 		s.stats[k.name] = &faultStats{}
 		if why := k.unavailable(s); why != "" {
@@ -272,6 +295,10 @@ func (s *soak) report() string {
 			parts = append(parts, fmt.Sprintf("%s %d", k, out[k]))
 		}
 		fmt.Fprintf(&b, "workers: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&b, "violations: %d, harness errors: %d\n", len(s.violations), len(s.harness))
+	for _, h := range s.harness {
+		fmt.Fprintf(&b, "harness error %s\n", h)
 	}
 	return b.String()
 }

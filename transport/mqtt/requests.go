@@ -46,6 +46,17 @@ func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
 // client's goroutine. It must never block, or it stalls the client's pings
 // and can deadlock it: it routes and decodes, and the Handler only queues
 // (or latches a halt).
+// enqueueSession is the command connection's default handler (see
+// NewTransport): a message on a command or will topic is enqueued; any
+// other is dropped (paho acknowledges it once this returns).
+func (t *Transport) enqueueSession(c paho.Client, m paho.Message) {
+	topic := m.Topic()
+	if topic == t.opt.Topics.Cmd() || strings.HasPrefix(topic, t.opt.Topics.Cmd()+"/") ||
+		strings.HasPrefix(topic, strings.TrimSuffix(t.opt.Topics.WillFilter(), "+")) {
+		t.enqueue(c, m)
+	}
+}
+
 func (t *Transport) enqueue(_ paho.Client, m paho.Message) {
 	topic, received := m.Topic(), time.Now()
 	if m.Retained() {

@@ -166,15 +166,26 @@ func NewTransport(opt TransportOptions) (*Transport, error) {
 		// published since.
 		statusSeq: uint64(time.Now().UnixMicro())}
 	t.store = newCopyingStore()
+	// Each connection's handler is its default handler too: on a resumed
+	// session the broker sends what it queued for the client (up to its
+	// in-flight window) right after CONNACK, before onConnect has
+	// subscribed. paho acknowledges nothing that no handler takes, so
+	// without one a restarted daemon left the broker's window full of
+	// unacknowledged messages, and the broker sent it nothing more: ready,
+	// and deaf to every command (or e-stop). The e-stop connection
+	// subscribes to nothing else; on the command connection a message on
+	// another topic (one Retained read, arriving after it unsubscribed)
+	// is acknowledged and dropped (enqueueSession).
 	co := t.clientOptions(opt.ClientID).
 		SetStore(t.store).
 		SetWill(opt.Topics.Status(), string(api.EncodeStatus(api.Status{State: api.StateOffline})), 1, true).
-		SetOnConnectHandler(t.onConnect)
+		SetOnConnectHandler(t.onConnect).
+		SetDefaultPublishHandler(t.enqueueSession)
 	// The e-stop topics have a connection of their own, so a halt published
 	// there never queues at the broker behind a flood of commands to the
 	// main connection (brokers queue per client; mosquitto drops QoS 1
 	// messages beyond max_queued_messages).
-	eo := t.clientOptions(opt.ClientID + EstopSuffix).SetOnConnectHandler(t.onEstopConnect)
+	eo := t.clientOptions(opt.ClientID + EstopSuffix).SetOnConnectHandler(t.onEstopConnect).SetDefaultPublishHandler(t.onEstop)
 	t.estop = paho.NewClient(eo)
 	t.client = paho.NewClient(co)
 	go t.publisher() // publishes nothing until connected; retained messages wait

@@ -40,3 +40,29 @@ func TestWillPayloadAndRetainedWill(t *testing.T) {
 		t.Fatalf("AgentGone calls %q, want only the live will planner=w2", h.gone)
 	}
 }
+
+type countSubmits struct {
+	goneHandler
+	n int
+}
+
+func (h *countSubmits) Submit(string, api.Request, *api.Error, time.Time, func(api.Reply)) { h.n++ }
+
+// The command connection's default handler (a resumed session's messages
+// before the subscription) takes the command and will topics and drops
+// any other: a late message of a Retained read is not a command.
+func TestEnqueueSessionTopics(t *testing.T) {
+	h := &countSubmits{}
+	tr := &Transport{opt: TransportOptions{Topics: Topics{Prefix: "saga/v1", Device: "arm1"}, MaxPayload: 1 << 16}, h: h, log: slog.New(slog.DiscardHandler)}
+	req := `{"id":"1","agent":"planner","op":"status"}`
+	tr.enqueueSession(nil, fakeMsg{topic: "saga/v1/arm1/homeassistant/sensor/x/config", payload: req})
+	tr.enqueueSession(nil, fakeMsg{topic: "saga/v1/arm1/cmdx", payload: req})
+	if h.n != 0 {
+		t.Fatalf("%d messages on other topics were taken as commands", h.n)
+	}
+	tr.enqueueSession(nil, fakeMsg{topic: "saga/v1/arm1/cmd/planner", payload: req})
+	tr.enqueueSession(nil, fakeMsg{topic: "saga/v1/arm1/will/planner", payload: "w"})
+	if h.n != 1 || len(h.gone) != 1 {
+		t.Fatalf("a command and a will: %d commands, wills %q; want 1 and 1", h.n, h.gone)
+	}
+}
