@@ -3,6 +3,7 @@
 package wiring
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -23,6 +24,9 @@ func init() {
 			Check:   checkGPIO, Claims: gpioClaims},
 		OpenActuator: openGPIO,
 		OpenEStop:    openEStop,
+		// A chip or pin not there (yet): the overlay not loaded, the
+		// PWM channel not exported. A bad calibration is not retried.
+		Absent: func(err error) bool { return !errors.Is(err, gpio.ErrConfig) },
 	})
 }
 
