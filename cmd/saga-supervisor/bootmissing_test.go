@@ -618,3 +618,55 @@ func TestPWMChipMissingAtBoot(t *testing.T) {
 	}
 	b.resetAndReady()
 }
+
+// TestEStopUnreadableAtBoot: an e-stop pin that cannot be read (here: a
+// machine without GPIO) leaves the daemon up, halted and not ready naming
+// the pin; the pin is retried (it was never), logged at the first failure
+// and then with backoff, not at every attempt. Its coming back is tested
+// with a fake pin in drivers/gpio (TestEStopRetriedUntilReadable): periph
+// finds no GPIO here to bring back.
+func TestEStopUnreadableAtBoot(t *testing.T) {
+	if _, err := os.Stat("/dev/gpiochip0"); err == nil {
+		t.Skip("this machine has GPIO: GPIO27 may be readable")
+	}
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "robot.yaml")
+	text := fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, token, dir)
+	text = text[:strings.Index(text, "  wrist:")] + "estop:\n  driver: gpio\n  pin: GPIO27\n  active_high: true\n  pull: up\n"
+	os.WriteFile(cfg, []byte(text), 0o600)
+	if out, code := run(t, "check-config", cfg); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	b := bootWith(t, cfg, httpAddr, operatorToken)
+	b.answering()
+	var body string
+	daemontest.WaitFor(t, "/readyz to name the e-stop", 10*time.Second, func() bool {
+		var code int
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "input estop: ") && strings.Contains(body, "GPIO27")
+	})
+	t.Logf("/readyz: %q", body)
+	if st := b.status(); !st.Halted {
+		t.Fatalf("not halted with the e-stop unreadable: %+v", st)
+	}
+	// Retried every second, logged at the first failure and then after
+	// 5 s with the attempts since: not at every retry.
+	if n := b.lines("level=ERROR", "msg=e-stop", "pin=GPIO27", "pin not found"); n != 1 {
+		t.Errorf("%d lines of the first failure, want 1", n)
+	}
+	daemontest.WaitFor(t, "the retry's line after 5 s", testtool.Slow(20*time.Second), func() bool {
+		return b.lines("e-stop pin not readable; retrying", "pin=GPIO27", "attempts=") >= 1
+	})
+	if n := b.lines("e-stop pin not readable; retrying", "pin=GPIO27", "attempts=5"); n != 1 {
+		t.Errorf("%d retry lines saying 5 attempts, want 1 (retried every second, logged after 5 s)", n)
+	}
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("run exited: %v", b.cmd.ProcessState)
+	}
+	if st := b.status(); !st.Halted || st.reasonAbout("input estop") == "" {
+		t.Fatalf("the e-stop no longer halts or names itself: %+v", st)
+	}
+}
