@@ -8,8 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"periph.io/x/conn/v3/i2c"
+	"periph.io/x/conn/v3/i2c/i2creg"
+
+	"github.com/saga-supervisor/saga-supervisor/drivers/pca9685/pca9685test"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
@@ -146,5 +152,78 @@ func TestConfigErrorNotRetried(t *testing.T) {
 	}
 	if n := len(e.Inputs()); n != 0 {
 		t.Errorf("%d inputs, want none: nothing is retried", n)
+	}
+}
+
+// pluggable is a PCA9685 on an I2C bus that NAKs everything until it is
+// plugged in.
+type pluggable struct {
+	*pca9685test.Chip
+	in atomic.Bool
+}
+
+func (p *pluggable) Tx(addr uint16, w, r []byte) error {
+	if !p.in.Load() {
+		return pca9685test.ErrNAK
+	}
+	return p.Chip.Tx(addr, w, r)
+}
+
+func (p *pluggable) Close() error { return nil }
+
+// TestI2CDeviceMissingIsRetried: a PCA9685 that does not answer at start
+// (unplugged, unpowered) opens as a stand-in; once it answers it is
+// attached, found through the same bus periph names, and driven. The bus
+// is registered with periph's i2creg, so the wiring's own open runs; the
+// chip is the in-memory one of the driver's tests.
+func TestI2CDeviceMissingIsRetried(t *testing.T) {
+	dev := &pluggable{Chip: pca9685test.New(0)}
+	bus := "SAGATEST_" + strings.ReplaceAll(t.Name(), "/", "_")
+	if err := i2creg.Register(bus, nil, -1, func() (i2c.BusCloser, error) { return dev, nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { i2creg.Unregister(bus) })
+	c, err := config.Parse([]byte(head+`
+actuators:
+  pan:
+    kind: servo
+    driver: pca9685
+    pca9685: {bus: `+bus+`, channel: 3, min_pulse: 500us, max_pulse: 2500us, min_angle: -90, max_angle: 90}
+    min: -80
+    max: 80
+`), "pi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := wiring.NewEnv(c, nil, nil)
+	t.Cleanup(func() { e.Close() })
+	a := c.Actuators["pan"]
+	d, err := wiring.OpenActuator(e, "pan", &a)
+	if err != nil {
+		t.Fatalf("open with the board silent: %v, want a stand-in", err)
+	}
+	in := e.Inputs()[0]
+	if err := in.Ready(); err == nil || !strings.Contains(err.Error(), "no acknowledge") {
+		t.Fatalf("Ready with the board silent: %v, want the bus's error", err)
+	}
+	if err := d.Set(context.Background(), 10); !errors.Is(err, actuators.ErrNotApplied) {
+		t.Errorf("Set with the board silent: %v, want ErrNotApplied", err)
+	}
+	dev.in.Store(true)
+	deadline := time.Now().Add(testtool.Slow(10 * time.Second))
+	for in.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not attached after the board answered: %v", in.Ready())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if led := dev.LED(3); led != [4]byte{0, 0, 0, 0x10} {
+		t.Errorf("channel 3 is %x once attached, want full off (untouched)", led)
+	}
+	if err := d.Set(context.Background(), 0); err != nil {
+		t.Fatalf("Set once attached: %v", err)
+	}
+	if led := dev.LED(3); led == [4]byte{0, 0, 0, 0x10} {
+		t.Errorf("channel 3 still full off after Set(0)")
 	}
 }
