@@ -509,3 +509,164 @@ func TestBoardMissingAtBoot(t *testing.T) {
 		})
 	}
 }
+
+// pwmChipConfig is a robot with one sim servo and one servo on a kernel
+// PWM channel whose sysfs tree is under a directory of the test's.
+const pwmChipConfig = `device: pwm
+journal:
+  dir: %s
+  durability: every-step
+mqtt:
+  broker: embedded
+  listen: 127.0.0.1:%d
+  auth: {anonymous: true}
+http:
+  listen: %s
+  reset_token_file: %s
+sim:
+  world: ""
+actuators:
+  base:
+    kind: servo
+    driver: sim
+    min: -90
+    max: 90
+    initial: 0
+    safe: hold
+  wrist:
+    kind: servo
+    driver: gpio
+    gpio: {pwm: sysfs, chip: 0, channel: 0, sysfs_root: %s, min_pulse: 500us, max_pulse: 2500us, min_angle: -90, max_angle: 90}
+    min: -90
+    max: 90
+    initial: 0
+    safe: detach
+`
+
+// TestPWMChipMissingAtBoot: with a servo's PWM chip not there (the overlay
+// not loaded), run stayed down (exit 1, restarted by systemd in a loop).
+// Now HTTP answers, /readyz names the actuator, the chip's path and the
+// error, a halt latches, the log names it once and then with backoff;
+// once the chip appears the servo is attached on its own, nothing was
+// written to it meanwhile, and the halt stays until a reset.
+//
+// The chip is a directory tree shaped as the kernel's sysfs PWM class
+// (gpio.SysfsConfig.Root is the driver's own knob for that): the
+// supervisor's files, driver and retries are the real ones, the kernel
+// is not.
+func TestPWMChipMissingAtBoot(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "pwm")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "robot.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, token, root)), 0o600)
+	if out, code := run(t, "check-config", cfg); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	b := bootWith(t, cfg, httpAddr, operatorToken)
+
+	b.answering()
+	chip := filepath.Join(root, "pwmchip0")
+	var body string
+	daemontest.WaitFor(t, "/readyz to name the servo and its chip", 10*time.Second, func() bool {
+		var code int
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "input actuator wrist") && strings.Contains(body, chip) &&
+			strings.Contains(body, "no such file or directory")
+	})
+	t.Logf("/readyz: %q", body)
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("run exited: %v", b.cmd.ProcessState)
+	}
+	b.haltOverHTTP()
+	daemontest.WaitFor(t, "READY=1 and the watchdog fed", 10*time.Second, func() bool {
+		return b.sock.count("READY=1") == 1 && b.sock.count("WATCHDOG=1") >= 3
+	})
+
+	// The chip appears whole, its channel exported (as udev leaves it).
+	back := time.Now()
+	stage := filepath.Join(dir, "stage")
+	for f, v := range map[string]string{"npwm": "2\n", "export": "", "unexport": "", "pwm0/period": "0\n", "pwm0/duty_cycle": "0\n", "pwm0/enable": "0\n"} {
+		p := filepath.Join(stage, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(stage, chip); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reattached %v after the chip appeared", b.reattached("input actuator wrist", back).Round(time.Millisecond))
+	if st := b.status(); !st.Halted {
+		t.Fatalf("not halted once the chip is back: %+v", st)
+	}
+	for _, f := range []string{"duty_cycle", "enable"} {
+		if got, _ := os.ReadFile(filepath.Join(chip, "pwm0", f)); string(got) != "0\n" {
+			t.Errorf("pwm0/%s is %q once attached, want it untouched (0): the servo moved", f, got)
+		}
+	}
+	if n := b.lines("part not opened; retrying", "actuator wrist"); n < 1 || n > 2 {
+		t.Errorf("%d lines saying the servo's chip is not there, want 1 or 2 (at the first failure, then with backoff)", n)
+	}
+	if n := b.lines("part opened; attached", "actuator wrist"); n != 1 {
+		t.Errorf("%d lines saying the servo was attached, want 1", n)
+	}
+	b.resetAndReady()
+}
+
+// TestEStopUnreadableAtBoot: an e-stop pin that cannot be read (here: a
+// machine without GPIO) leaves the daemon up, halted and not ready naming
+// the pin; the pin is retried (it was never), logged at the first failure
+// and then with backoff, not at every attempt. Its coming back is tested
+// with a fake pin in drivers/gpio (TestEStopRetriedUntilReadable): periph
+// finds no GPIO here to bring back.
+func TestEStopUnreadableAtBoot(t *testing.T) {
+	if _, err := os.Stat("/dev/gpiochip0"); err == nil {
+		t.Skip("this machine has GPIO: GPIO27 may be readable")
+	}
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "robot.yaml")
+	text := fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, token, dir)
+	text = text[:strings.Index(text, "  wrist:")] + "estop:\n  driver: gpio\n  pin: GPIO27\n  active_high: true\n  pull: up\n"
+	os.WriteFile(cfg, []byte(text), 0o600)
+	if out, code := run(t, "check-config", cfg); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	b := bootWith(t, cfg, httpAddr, operatorToken)
+	b.answering()
+	var body string
+	daemontest.WaitFor(t, "/readyz to name the e-stop", 10*time.Second, func() bool {
+		var code int
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "input estop: ") && strings.Contains(body, "GPIO27")
+	})
+	t.Logf("/readyz: %q", body)
+	if st := b.status(); !st.Halted {
+		t.Fatalf("not halted with the e-stop unreadable: %+v", st)
+	}
+	// Retried every second, logged at the first failure and then after
+	// 5 s with the attempts since: not at every retry.
+	if n := b.lines("level=ERROR", "msg=e-stop", "pin=GPIO27", "pin not found"); n != 1 {
+		t.Errorf("%d lines of the first failure, want 1", n)
+	}
+	daemontest.WaitFor(t, "the retry's line after 5 s", testtool.Slow(20*time.Second), func() bool {
+		return b.lines("e-stop pin not readable; retrying", "pin=GPIO27", "attempts=") >= 1
+	})
+	if n := b.lines("e-stop pin not readable; retrying", "pin=GPIO27", "attempts=5"); n != 1 {
+		t.Errorf("%d retry lines saying 5 attempts, want 1 (retried every second, logged after 5 s)", n)
+	}
+	if b.cmd.ProcessState != nil {
+		t.Fatalf("run exited: %v", b.cmd.ProcessState)
+	}
+	if st := b.status(); !st.Halted || st.reasonAbout("input estop") == "" {
+		t.Fatalf("the e-stop no longer halts or names itself: %+v", st)
+	}
+}

@@ -41,6 +41,14 @@ type EStopConfig struct {
 	// transition into pressed. It may block (a halt); edges arriving
 	// meanwhile are read when it returns. It may be nil.
 	OnPress func()
+	// Retry is how often a pin that could not be found or configured is
+	// tried again; 0 means never (the EStop stays faulted). Until it is
+	// watched it reads as pressed. A bad configuration is never retried.
+	Retry time.Duration
+	// OnRetry is called, on the retrying goroutine, after every attempt
+	// that Retry makes: with its error, or nil when the pin is watched at
+	// last (Ready then says whether it is pressed). It may be nil.
+	OnRetry func(err error)
 }
 
 // estopState is what the watcher last concluded.
@@ -77,20 +85,17 @@ type EStop struct {
 // a pin that cannot be found or configured — the EStop is not watching, its
 // Ready returns err and Pressed reports true: the caller may stop, or run
 // not-ready and show the reason. OnPress is not called for such a fault.
+// With Retry set, a pin that could not be found or configured is tried
+// again every Retry until Close; once it is watched, Ready and Pressed
+// report its state, and a press found then calls OnPress.
 func OpenEStop(cfg EStopConfig) (*EStop, error) {
 	e := &EStop{cfg: cfg, done: make(chan struct{}), stopped: make(chan struct{})}
-	if err := e.start(); err != nil {
+	c := &e.cfg
+	if c.Debounce < 0 || c.Poll < 0 || c.Retry < 0 {
+		err := fmt.Errorf("gpio: e-stop %s: %w: negative debounce, poll or retry interval", c.Pin, ErrConfig)
 		e.state, e.err = faulted, err
 		close(e.stopped)
 		return e, err
-	}
-	return e, nil
-}
-
-func (e *EStop) start() error {
-	c := &e.cfg
-	if c.Debounce < 0 || c.Poll < 0 {
-		return fmt.Errorf("gpio: e-stop %s: %w: negative debounce or poll interval", c.Pin, ErrConfig)
 	}
 	if c.Debounce == 0 {
 		c.Debounce = DefaultDebounce
@@ -98,9 +103,63 @@ func (e *EStop) start() error {
 	if c.Poll == 0 {
 		c.Poll = DefaultPoll
 	}
+	down, err := e.start()
+	if err != nil {
+		e.state, e.err = faulted, err
+		if c.Retry > 0 {
+			go e.retry()
+		} else {
+			close(e.stopped)
+		}
+		return e, err
+	}
+	if down {
+		e.state = pressed
+	}
+	go e.watch(down)
+	return e, nil
+}
+
+// retry is the goroutine that tries a faulted pin again every Retry, and
+// then watches it.
+func (e *EStop) retry() {
+	t := time.NewTicker(e.cfg.Retry)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.done:
+			close(e.stopped)
+			return
+		case <-t.C:
+		}
+		down, err := e.start()
+		e.mu.Lock()
+		switch {
+		case err != nil:
+			e.err = err
+		case down:
+			e.state = pressed
+		default:
+			e.state, e.err = released, nil
+		}
+		e.mu.Unlock()
+		if e.cfg.OnRetry != nil {
+			e.cfg.OnRetry(err)
+		}
+		if err == nil {
+			e.watch(down) // closes stopped
+			return
+		}
+	}
+}
+
+// start finds and configures the pin and waits for the line to settle. It
+// returns whether it is pressed (or unstable); when it is, e.err says why.
+func (e *EStop) start() (down bool, err error) {
+	c := &e.cfg
 	p, err := lookup(c.Pin)
 	if err != nil {
-		return fmt.Errorf("gpio: e-stop: %w", err)
+		return false, fmt.Errorf("gpio: e-stop: %w", err)
 	}
 	pull := c.Pull
 	if pull == pgpio.PullNoChange {
@@ -110,16 +169,16 @@ func (e *EStop) start() error {
 		}
 	}
 	if err := p.In(pull, pgpio.BothEdges); err != nil {
-		return fmt.Errorf("gpio: e-stop %s: configure as input (%s, both edges): %w", c.Pin, pull, err)
+		return false, fmt.Errorf("gpio: e-stop %s: configure as input (%s, both edges): %w", c.Pin, pull, err)
 	}
 	e.pin = p
 	down, stable := e.settle()
-	down = down || !stable
-	if down {
-		e.state, e.err = pressed, e.pressErr(stable)
+	if down = down || !stable; down {
+		e.mu.Lock()
+		e.err = e.pressErr(stable)
+		e.mu.Unlock()
 	}
-	go e.watch(down)
-	return nil
+	return down, nil
 }
 
 func (e *EStop) pressErr(stable bool) error {

@@ -196,3 +196,86 @@ func TestEStopNotReady(t *testing.T) {
 		})
 	})
 }
+
+// TestEStopRetriedUntilReadable: a pin that is not there at start reads as
+// pressed and is tried again every Retry, each failure handed to OnRetry;
+// once it appears it is watched and reports its state: released, or
+// pressed (and then OnPress is called).
+func TestEStopRetriedUntilReadable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		level   pgpio.Level // the line when the pin appears (active-low, floating)
+		pressed bool
+	}{{"released", pgpio.High, false}, {"pressed", pgpio.Low, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const retry = 100 * time.Millisecond
+				var failed, attached, presses atomic.Int32
+				e, err := OpenEStop(EStopConfig{Pin: pinName(t, "late"), Pull: pgpio.Float, Debounce: debounce, Retry: retry,
+					OnPress: func() { presses.Add(1) },
+					OnRetry: func(err error) {
+						if err == nil {
+							attached.Add(1)
+						} else if errors.Is(err, ErrPinNotFound) {
+							failed.Add(1)
+						}
+					}})
+				defer e.Close()
+				if !errors.Is(err, ErrPinNotFound) || !e.Pressed() || !errors.Is(e.Ready(), ErrPinNotFound) {
+					t.Fatalf("OpenEStop = %v; Pressed() = %t, Ready() = %v", err, e.Pressed(), e.Ready())
+				}
+				time.Sleep(2*retry + retry/2)
+				synctest.Wait()
+				if n := failed.Load(); n != 2 {
+					t.Fatalf("%d failed retries after 2.5 intervals, want 2", n)
+				}
+				if !e.Pressed() || !errors.Is(e.Ready(), ErrPinNotFound) {
+					t.Fatalf("still absent: Pressed() = %t, Ready() = %v", e.Pressed(), e.Ready())
+				}
+
+				pin := &gpiotest.Pin{N: pinName(t, "late"), Num: -1, Fn: "fake", L: tc.level, EdgesChan: make(chan pgpio.Level)}
+				register(t, pin)
+				time.Sleep(retry + 2*debounce)
+				synctest.Wait()
+				if attached.Load() != 1 {
+					t.Fatalf("OnRetry(nil) called %d times once the pin is there, want 1", attached.Load())
+				}
+				if e.Pressed() != tc.pressed || tc.pressed != errors.Is(e.Ready(), ErrPressed) || !tc.pressed && e.Ready() != nil {
+					t.Fatalf("once readable: Pressed() = %t, Ready() = %v; want pressed %t", e.Pressed(), e.Ready(), tc.pressed)
+				}
+				if want := map[bool]int32{true: 1}[tc.pressed]; presses.Load() != want {
+					t.Fatalf("OnPress called %d times, want %d", presses.Load(), want)
+				}
+				// Watched from now on: a press is seen.
+				if !tc.pressed {
+					pin.EdgesChan <- pgpio.Low
+					time.Sleep(debounce + time.Millisecond)
+					synctest.Wait()
+					if !e.Pressed() || presses.Load() != 1 {
+						t.Fatalf("a press once attached: Pressed() = %t, OnPress %d times", e.Pressed(), presses.Load())
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestEStopRetryStopsOnClose: Close ends the retries; the pin is not
+// looked for after.
+func TestEStopRetryStopsOnClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tries atomic.Int32
+		e, _ := OpenEStop(EStopConfig{Pin: pinName(t, "never"), Retry: 10 * time.Millisecond, OnRetry: func(error) { tries.Add(1) }})
+		time.Sleep(35 * time.Millisecond)
+		e.Close()
+		n := tries.Load()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if n != 3 || tries.Load() != n {
+			t.Fatalf("%d tries before Close (want 3), %d after", n, tries.Load())
+		}
+		if !e.Pressed() {
+			t.Fatal("a closed e-stop that was never read is not pressed")
+		}
+	})
+}

@@ -3,6 +3,7 @@
 package wiring
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/drivers/gpio"
+	"github.com/saga-supervisor/saga-supervisor/internal/retrylog"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -23,6 +25,9 @@ func init() {
 			Check:   checkGPIO, Claims: gpioClaims},
 		OpenActuator: openGPIO,
 		OpenEStop:    openEStop,
+		// A chip or pin not there (yet): the overlay not loaded, the
+		// PWM channel not exported. A bad calibration is not retried.
+		Absent: func(err error) bool { return !errors.Is(err, gpio.ErrConfig) },
 	})
 }
 
@@ -208,10 +213,31 @@ func openEStop(e *Env, c config.EStop) (Input, error) {
 	case "float":
 		pull = pgpio.Float
 	}
+	var gate retrylog.Gate
+	onRetry := func(err error) {
+		if err == nil {
+			_, downFor, _ := gate.Up(time.Now())
+			// Its state is what Ready says now; a halt latched meanwhile
+			// stays until an operator resets.
+			e.Logger.Warn("e-stop pin readable again; a halt stays latched until a reset", "pin", c.Pin, "after", downFor.Round(time.Millisecond))
+			return
+		}
+		if log, n := gate.Failed(err, time.Now()); log {
+			e.Logger.Warn("e-stop pin not readable; retrying", "pin", c.Pin, "err", err, "attempts", n)
+		}
+	}
 	es, err := gpio.OpenEStop(gpio.EStopConfig{Pin: c.Pin, ActiveHigh: c.ActiveHigh, Pull: pull, Debounce: c.Debounce, Poll: c.Poll,
-		OnPress: func() { e.Halt("estop", "e-stop pressed") }})
+		OnPress: func() { e.Halt("estop", "e-stop pressed") }, Retry: EStopRetry, OnRetry: onRetry})
 	if es == nil {
 		return nil, err
 	}
+	if err != nil {
+		gate.Failed(err, time.Now()) // the first failure: the caller logs it
+		e.closers = append(e.closers, es)
+	}
 	return &estop{es}, err
 }
+
+// EStopRetry is how often an e-stop pin that could not be read is tried
+// again. It reads as pressed until then.
+const EStopRetry = time.Second

@@ -3,6 +3,7 @@
 package wiring
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ func init() {
 				SupplySection: func() any { return &I2CSupply{Addr: 0x40, ConversionCheck: true} }, CheckSupply: checkI2CSupply,
 				SupplyClaims: i2cSupplyClaims},
 			OpenSupply: openPowerMonitor,
+			// The bus or the chip not there (yet), or not answering.
+			Absent: func(err error) bool { return !errors.Is(err, ina2xx.ErrConfig) },
 		})
 	}
 }

@@ -166,7 +166,7 @@ func board(e *Env, name string) (*serial.Link, error) {
 			// ready (and its steps in doubt) until the board answers.
 			e.Logger.Warn("mcu not answering yet", "mcu", name, "port", strings.TrimSpace(where), "err", err)
 		}
-		e.Watch(BoardInput(name, l))
+		e.watch(BoardInput(name, l))
 		return l, nil
 	})
 }

@@ -3,6 +3,7 @@
 package wiring
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,8 @@ func init() {
 			},
 			Check: checkPCA9685, Claims: pca9685Claims},
 		OpenActuator: openPCA9685,
+		// The bus or the board not there (yet), or not answering.
+		Absent: func(err error) bool { return !errors.Is(err, pca9685.ErrConfig) },
 	})
 }
 

@@ -42,6 +42,12 @@ type Kind struct {
 	// be read stays watched and keeps the supervisor not ready (fail
 	// closed).
 	OpenEStop func(e *Env, c config.EStop) (Input, error)
+	// Absent reports whether an open's error is a part that may yet
+	// appear (a chip, bus or device not there) rather than a mistake in
+	// the config. Such an actuator or supply is not fatal: it refuses
+	// every command, keeps the supervisor not ready, and its open is
+	// retried until it succeeds. Nil: every open error is fatal.
+	Absent func(err error) bool
 }
 
 var kinds = struct {
@@ -104,9 +110,13 @@ type Env struct {
 	// Halt is called when an e-stop input is pressed.
 	Halt func(source, reason string)
 
+	// mu serialises the opens: those of the start and those of parts
+	// retried in the background share the resources below.
+	mu      sync.Mutex
 	shared  map[string]io.Closer
 	closers []io.Closer
 	inputs  []Input
+	retries []io.Closer // parts being retried: stopped first by Close
 }
 
 // NewEnv returns an Env for cfg. A nil logger discards.
@@ -133,14 +143,33 @@ func Shared[T io.Closer](e *Env, key string, open func() (T, error)) (T, error) 
 }
 
 // Watch adds a safety input: the supervisor is not ready while it is not.
-func (e *Env) Watch(in Input) { e.inputs = append(e.inputs, in) }
+func (e *Env) Watch(in Input) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watch(in)
+}
 
-// Inputs returns the inputs added by Watch, in order.
-func (e *Env) Inputs() []Input { return append([]Input(nil), e.inputs...) }
+// watch is Watch from within an open, which holds e.mu.
+func (e *Env) watch(in Input) { e.inputs = append(e.inputs, in) }
 
-// Close closes every shared resource, the last opened first.
+// Inputs returns the inputs added by Watch, in order, and a part being
+// retried as an input named for its actuator or supply.
+func (e *Env) Inputs() []Input {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Input(nil), e.inputs...)
+}
+
+// Close stops the retries, then closes every shared resource, the last
+// opened first.
 func (e *Env) Close() error {
 	var errs []error
+	for _, r := range e.retries {
+		errs = append(errs, r.Close())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.retries = nil
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i].Close())
 	}
@@ -160,9 +189,16 @@ func OpenActuator(e *Env, name string, a *config.Actuator) (actuators.Driver, er
 	if !ok || k.OpenActuator == nil {
 		return nil, notBuilt("actuator", a.Driver)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	d, err := k.OpenActuator(e, name, a)
 	if err == nil && d == nil {
 		err = fmt.Errorf("no %s driver for kind %s", a.Driver, a.Kind)
+	}
+	if err != nil {
+		if r, ok := retryActuator(e, k, name, a, err); ok {
+			return r, nil
+		}
 	}
 	return d, err
 }
@@ -173,7 +209,15 @@ func OpenSupply(e *Env, name string, s *config.Supply) (VoltSource, error) {
 	if !ok || k.OpenSupply == nil {
 		return nil, notBuilt("supply", s.Driver)
 	}
-	return k.OpenSupply(e, name, s)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	src, err := k.OpenSupply(e, name, s)
+	if err != nil {
+		if r, ok := retrySupply(e, k, name, s, err); ok {
+			return r, nil
+		}
+	}
+	return src, err
 }
 
 // OpenEStop opens the configured e-stop input; nil, nil when there is
@@ -187,5 +231,7 @@ func OpenEStop(e *Env) (Input, error) {
 	if !ok || k.OpenEStop == nil {
 		return nil, notBuilt("estop", c.Driver)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return k.OpenEStop(e, c)
 }
