@@ -28,6 +28,8 @@ const (
 	CodeStepFailed      Code = "STEP_FAILED"      // the driver promised nothing moved (actuators.ErrNotApplied); the saga was unwound
 	CodeStepInDoubt     Code = "STEP_IN_DOUBT"    // any other driver error: the effect may have happened; unwound, the step too
 	CodeBadRequest      Code = "BAD_REQUEST"      // a malformed command (empty id, bad owner)
+	CodeUnknownZone     Code = "UNKNOWN_ZONE"     // no zone by that name (a zone halt or reset)
+	CodeZoneHalted      Code = "ZONE_HALTED"      // the actuator's zone is halted; a zone reset first
 )
 
 // LimitCode converts a limits code to an engine code.

@@ -29,21 +29,29 @@ const (
 	RecSafe       RecordType = 14 // an actuator went to its safe policy on halt
 	RecLease      RecordType = 15 // a lease was granted (its epoch is spent)
 	RecObserved   RecordType = 16 // an actuator was found where nobody commanded it (its device moved it)
-	maxRecordType            = RecObserved
+	// 17..26 are kept for the drain and quarantine records (issue 27).
+	RecZoneHalt   RecordType = 27 // a zone's halt latched (code: the zone)
+	RecZoneReset  RecordType = 28 // an operator reset a zone's halt (code: the zone)
+	maxRecordType            = RecZoneReset
 )
 
 var recordTypeNames = [...]string{
 	RecBegin: "BEGIN", RecIntent: "INTENT", RecApplied: "APPLIED", RecFailed: "FAILED",
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
 	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE", RecObserved: "OBSERVED",
+	RecZoneHalt: "ZONE_HALT", RecZoneReset: "ZONE_RESET",
 }
 
 func (t RecordType) String() string {
-	if t >= 1 && t <= maxRecordType {
+	if t.known() {
 		return recordTypeNames[t]
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
+
+// known reports whether t is a record type the engine writes (the numbers
+// between the groups are unassigned).
+func (t RecordType) known() bool { return t >= 1 && t <= maxRecordType && recordTypeNames[t] != "" }
 
 // Flags carried by a record.
 const (
@@ -181,7 +189,7 @@ func appendString(buf []byte, s string) []byte {
 // types, unknown fields, truncated or trailing bytes.
 func DecodeRecord(typ uint8, p []byte) (Record, error) {
 	r := Record{Type: RecordType(typ)}
-	if typ < 1 || RecordType(typ) > maxRecordType {
+	if !RecordType(typ).known() {
 		return r, fmt.Errorf("%w: unknown type %d", ErrBadRecord, typ)
 	}
 	d := decoder{p: p}

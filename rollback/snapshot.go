@@ -41,8 +41,17 @@ import (
 //	    u n, s actuator, f prior, f target, s outcome, s bucket,
 //	    u attempts, u failures, s error, f compensation target
 //
-// Nothing may follow. Decoding bounds every count and string.
-const snapshotVersion = 1
+// Version 2 (written once the journal holds a zone halt or reset) adds
+//
+//	u zone count, then each in name order:
+//	  s name, u halt generation latched, u generation reset, s halt reason
+//
+// Nothing may follow. Decoding bounds every count and string. Version 1
+// snapshots (no zones) are still read.
+const (
+	snapshotVersion      = 1
+	snapshotVersionZones = 2
+)
 
 // ErrBadSnapshot is wrapped by every snapshot decoding error.
 var ErrBadSnapshot = errors.New("rollback: bad snapshot")
@@ -68,7 +77,12 @@ func (e *Engine) Snapshot() ([]byte, error) {
 	latched, cleared, done, why := e.latchGen.Load(), e.clearedGen.Load(), e.lane.done, e.lane.why
 	e.lane.mu.Unlock()
 
-	b := []byte{snapshotVersion}
+	zones := e.journaledZones()
+	version := byte(snapshotVersion)
+	if len(zones) > 0 {
+		version = snapshotVersionZones
+	}
+	b := []byte{version}
 	b = binary.AppendUvarint(b, e.nextSaga)
 	b = binary.AppendUvarint(b, e.maxEpoch)
 	b = binary.AppendUvarint(b, latched)
@@ -123,7 +137,31 @@ func (e *Engine) Snapshot() ([]byte, error) {
 			b = appendFloat(b, sp.compTarget)
 		}
 	}
+	if version == snapshotVersionZones {
+		b = binary.AppendUvarint(b, uint64(len(zones)))
+		for _, z := range zones {
+			b = appendString(b, z.name)
+			b = binary.AppendUvarint(b, z.latched)
+			b = binary.AppendUvarint(b, z.cleared)
+			b = appendString(b, z.why)
+		}
+	}
 	return b, nil
+}
+
+// journaledZones lists, in name order, the zones whose halt the journal
+// has recorded (a zone never halted has no state to carry).
+func (e *Engine) journaledZones() []snapZone {
+	e.zl.mu.Lock()
+	defer e.zl.mu.Unlock()
+	var out []snapZone
+	for _, name := range slices.Sorted(maps.Keys(e.zl.zones)) {
+		z := e.zl.zones[name]
+		if g := z.gen.Load(); g > 0 {
+			out = append(out, snapZone{name: name, latched: g, cleared: z.cleared.Load(), why: z.why})
+		}
+	}
+	return out
 }
 
 // inflightSteps reports whether any open saga has a step or unwind in
@@ -207,6 +245,17 @@ func (e *Engine) Restore(p []byte) error {
 	e.clearedGen.Store(snap.cleared)
 	e.lane.done, e.lane.why = snap.done, snap.why
 	e.lane.mu.Unlock()
+	for _, sz := range snap.zones {
+		z, err := e.rebuildZone(sz.name)
+		if err != nil {
+			return err
+		}
+		e.zl.mu.Lock()
+		z.gen.Store(sz.latched)
+		z.cleared.Store(sz.cleared)
+		z.done, z.why = sz.latched, sz.why
+		e.zl.mu.Unlock()
+	}
 	if len(diffs) > 0 {
 		slices.Sort(diffs)
 		return fmt.Errorf("%w: %v", ErrSnapshotMismatch, diffs)
@@ -232,18 +281,26 @@ type snapSaga struct {
 	steps    []step
 }
 
+type snapZone struct {
+	name             string
+	latched, cleared uint64
+	why              string
+}
+
 type snapshot struct {
 	nextSaga, maxEpoch     uint64
 	latched, cleared, done uint64
 	why                    string
 	acts                   []snapAct
 	sagas                  []snapSaga
+	zones                  []snapZone
 }
 
 func decodeSnapshot(p []byte) (*snapshot, error) {
 	d := decoder{p: p}
-	if v := d.byte(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, v, snapshotVersion)
+	v := d.byte()
+	if d.err == nil && v != snapshotVersion && v != snapshotVersionZones {
+		return nil, fmt.Errorf("%w: version %d, want %d or %d", ErrBadSnapshot, v, snapshotVersion, snapshotVersionZones)
 	}
 	s := &snapshot{}
 	s.nextSaga = d.uvarint()
@@ -317,6 +374,24 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 			ss.steps = append(ss.steps, sp)
 		}
 		s.sagas = append(s.sagas, ss)
+	}
+	if v == snapshotVersionZones && d.err == nil {
+		n = d.count()
+		prev = ""
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			z := snapZone{name: d.string()}
+			z.latched = d.uvarint()
+			z.cleared = d.uvarint()
+			z.why = d.string()
+			if d.err == nil && (z.name == "" || (i > 0 && z.name <= prev)) {
+				d.fail("zones out of order")
+			}
+			if d.err == nil && (z.latched == 0 || z.cleared > z.latched) {
+				d.fail(fmt.Sprintf("zone %s: halt generations out of order", z.name))
+			}
+			prev = z.name
+			s.zones = append(s.zones, z)
+		}
 	}
 	if d.err == nil && len(d.p) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.p)))

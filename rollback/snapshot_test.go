@@ -261,7 +261,7 @@ func TestDecodeSnapshotDamage(t *testing.T) {
 		t.Fatalf("a trailing byte: %v", err)
 	}
 	bad := append([]byte(nil), snap...)
-	bad[0] = snapshotVersion + 1
+	bad[0] = snapshotVersionZones + 1
 	if _, err := decodeSnapshot(bad); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("another version: %v", err)
 	}
