@@ -49,10 +49,11 @@ const (
 	fToken
 	fWill
 	fApproval
+	fZone
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval", "zone"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -85,8 +86,8 @@ var opFields = map[Op]struct{ required, optional fieldSet }{
 	OpCommit:    {required: fields(fLease, fEpoch, fSaga)},
 	OpAbort:     {required: fields(fLease, fEpoch, fSaga), optional: fields(fReason)},
 	OpBye:       {required: fields(fLease, fEpoch)},
-	OpHalt:      {optional: fields(fReason)},
-	OpReset:     {required: fields(fToken)},
+	OpHalt:      {optional: fields(fReason, fZone)},
+	OpReset:     {required: fields(fToken), optional: fields(fZone)},
 	OpStatus:    {},
 }
 
@@ -428,6 +429,12 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 			}
 		case fApproval:
 			r.Approval, err = str(rs, f, 1, MaxApprovalBytes)
+		case fZone:
+			if r.Zone, err = str(rs, f, 1, MaxNameBytes); err == nil {
+				if e := ValidName(r.Zone); e != nil {
+					err = badRequest("zone", "field \"zone\": %v", e)
+				}
+			}
 		}
 	}
 	if err != nil {

@@ -66,6 +66,9 @@ type Request struct {
 	// token (ValidName), fresh for each connection.
 	Will     string
 	Approval string // step: an operator's signed approval (package approval); "" = none
+	// Zone (halt, reset) scopes the halt or reset to one zone of the
+	// configuration; "" = the full halt, one latch over everything.
+	Zone string
 }
 
 // Deadline is the instant after which the step is void, counted from when
@@ -105,6 +108,7 @@ type wireRequest struct {
 	Token      string   `json:"token,omitempty"`
 	Will       string   `json:"will,omitempty"`
 	Approval   string   `json:"approval,omitempty"`
+	Zone       string   `json:"zone,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -112,7 +116,7 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will, Approval: r.Approval}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will, Approval: r.Approval, Zone: r.Zone}
 	if r.Op == OpStep || r.Value != 0 {
 		v := r.Value
 		w.Value = &v

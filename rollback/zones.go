@@ -154,7 +154,10 @@ func (e *Engine) zoneLatch(z *zone, reason string, async bool) (gen uint64, star
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	gen = z.gen.Add(1)
-	if gen == z.cleared.Load()+1 || z.why == "" {
+	// As the full halt's: the first halt since the reset, or a fuller
+	// account of it from the same source (HTTP latches before it reads
+	// the body's reason, then halts again with it).
+	if gen == z.cleared.Load()+1 || z.why == "" || strings.HasPrefix(reason, z.why+": ") {
 		z.why = reason
 	}
 	if len(z.reasons) < maxPendingHalts {
@@ -481,7 +484,7 @@ func (e *Engine) applyZoneRecord(r *Record) error {
 	case RecZoneHalt:
 		gen := z.gen.Add(1)
 		z.done = gen // applied by Recover
-		if z.why == "" {
+		if z.why == "" || strings.HasPrefix(r.Message, z.why+": ") {
 			z.why = r.Message
 		}
 	case RecZoneReset:

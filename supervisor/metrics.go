@@ -357,6 +357,8 @@ type stateCollector struct {
 	serialUp, serialFrames, serialCRC, serialRetx, serialLost *promtext.Desc
 
 	lanes, laneReplays, laneDropped *promtext.Desc
+
+	zoneHalted *promtext.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -382,6 +384,7 @@ func newStateCollector() *stateCollector {
 		lanes:         d("saga_ingress_lanes", "Agents with a lane (a queue and a rate limit) now."),
 		laneReplays:   c("saga_ingress_replays_total", "Requests sent again (same lease, id and fields) and answered with their first reply, not served twice."),
 		laneDropped:   c("saga_ingress_replies_dropped_total", "Refusal replies not sent: the agent sent requests faster than their refusals could leave."),
+		zoneHalted:    d("saga_zone_halted", "1 while a zone's halt is latched (its actuators parked, their steps refused until a zone reset), else 0.", "zone"),
 	}
 }
 
@@ -390,7 +393,7 @@ func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 // Describe implements promtext.Collector.
 func (c *stateCollector) Describe() []*promtext.Desc {
 	return []*promtext.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
-		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped}
+		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped, c.zoneHalted}
 }
 
 // Collect implements promtext.Collector.
@@ -413,6 +416,9 @@ func (c *stateCollector) Collect(sink *promtext.Sink) {
 	}
 	for _, a := range st.Actuators {
 		sink.Value(c.actCmd, a.Commanded, a.Name)
+	}
+	for _, z := range st.Zones {
+		sink.Value(c.zoneHalted, bit(z.Halted), z.Name)
 	}
 	ls := s.lanes.Stats()
 	sink.Value(c.lanes, float64(ls.Lanes))
