@@ -168,7 +168,7 @@ func newReplayer(opt Options, idx *index) (*replayer, error) {
 		w.world.Close()
 		return nil, err
 	}
-	if r.view, err = rollback.New(rollback.Config{Journal: discard{}, Actuators: w.registry, Order: r.ecfg.Order}); err != nil {
+	if r.view, err = rollback.New(rollback.Config{Journal: discard{}, Actuators: w.registry, Order: r.ecfg.Order, Zones: r.ecfg.Zones}); err != nil {
 		r.e.Close()
 		w.world.Close()
 		return nil, err
@@ -494,7 +494,19 @@ func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
 			s.Resets++
 			r.e.Reset(rec.Agent, r.e.HaltGen())
 		}
+	case rollback.RecZoneHalt:
+		// A zone the replay's configuration does not have is refused
+		// (UNKNOWN_ZONE): the report shows where things ended.
+		r.e.ZoneHalt(rec.Code, rec.Message)
+	case rollback.RecZoneReset:
+		if gen, err := r.e.ZoneGen(rec.Code); err == nil {
+			r.e.ZoneReset(rec.Agent, rec.Code, gen)
+		}
 	case rollback.RecSafe:
+		if r.zoneSafe(rec.Actuator) {
+			// A zone halt's safe move: the replay's zone halt made it.
+			break
+		}
 		if !r.origHalted && !r.parked {
 			// SAFE with no halt latched is the orderly stop's park.
 			r.parked = true
@@ -511,6 +523,21 @@ func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
 		r.e.Adopt(rec.Actuator, func(float64) (float64, bool) { return target, true }, rec.Message)
 	}
 	return nil
+}
+
+// zoneSafe reports whether the actuator is in a zone the journal's view
+// has halted: its SAFE record is the zone halt's, not an orderly stop's.
+func (r *replayer) zoneSafe(actuator string) bool {
+	z := r.view.ZoneOf(actuator)
+	if z == "" {
+		return false
+	}
+	for _, zs := range r.view.Zones() {
+		if zs.Name == z {
+			return zs.Halted
+		}
+	}
+	return false
 }
 
 // open returns the replay's id of journal saga id if it is open there.
