@@ -210,7 +210,7 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 	}
 	closed := make([]bool, c.Sagas)
 	probed := false
-	touched := false // the first saga has stepped on the zone's actuator
+	touched := false                 // the first saga has stepped on the zone's actuator
 	stopped := make([]bool, c.Sagas) // refused ZONE_HALTED: the agent stops stepping
 	for k := range r.steps {
 		if c.Zone > 0 && k == c.Zone {
@@ -515,8 +515,8 @@ func (r *robot) checkRebuildRules(label string, img *crashfs.FS) {
 // facts is what a journal says that later processes must respect.
 type facts struct {
 	halted     bool
-	zoneHalted bool // the zone's last record is a ZONE_HALT
-	settled map[[2]int]bool // (engine saga, step) whose bucket is durable
+	zoneHalted bool            // the zone's last record is a ZONE_HALT
+	settled    map[[2]int]bool // (engine saga, step) whose bucket is durable
 }
 
 func journalFacts(fs *crashfs.FS) facts {
