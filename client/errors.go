@@ -138,6 +138,11 @@ var codeClass = map[string]class{
 	"APPROVAL_EXPIRED":  {refusal: true},
 	"APPROVAL_REPLAYED": {refusal: true},
 	"APPROVALS_FULL":    {refusal: true, sentinel: ErrBackOff},
+	// Zones: a step on a halted zone moved nothing; a halt naming an
+	// unknown zone halted everything (not a refusal), a reset naming one
+	// did nothing.
+	"ZONE_HALTED":  {refusal: true},
+	"UNKNOWN_ZONE": {},
 	// The step was applied or may have been, and its saga was unwound.
 	"STEP_FAILED":   {sentinel: ErrSagaEnded},
 	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},

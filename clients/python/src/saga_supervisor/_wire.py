@@ -46,6 +46,7 @@ _KEY_ORDER = (
     "token",
     "will",
     "approval",
+    "zone",
 )
 
 # The fields each op may carry besides id, agent and op (docs/API.md,
@@ -59,8 +60,8 @@ OP_FIELDS: Dict[str, Tuple[str, ...]] = {
     "commit": ("lease", "epoch", "saga"),
     "abort": ("lease", "epoch", "saga", "reason"),
     "bye": ("lease", "epoch"),
-    "halt": ("reason",),
-    "reset": ("token",),
+    "halt": ("reason", "zone"),
+    "reset": ("token", "zone"),
     "status": (),
 }
 
@@ -213,6 +214,10 @@ def encode_request(req: Dict[str, Any]) -> bytes:
             p = name_problem(v)
             if p is not None:
                 raise _bad(op, "will: " + p)
+        elif k == "zone":
+            p = name_problem(v)
+            if p is not None:
+                raise _bad(op, "zone: " + p)
         elif k == "lease":
             p = text_problem(v, "lease", 1, MAX_LEASE_BYTES)
             if p is not None:
