@@ -286,6 +286,27 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	if b, err := src.Snapshot(); err == nil {
 		f.Add(b)
 	}
+	// A version-2 snapshot: a zone halted, then reset, then halted again.
+	z := zoned(f)
+	z.e.ZoneHalt("arm", "one")
+	z.e.ZoneReset("op", "arm", 1)
+	z.e.ZoneHalt("arm", "two")
+	zsrc, err := New(Config{Journal: &memJournal{}, Actuators: z.reg})
+	if err != nil {
+		f.Fatal(err)
+	}
+	z.j.mu.Lock()
+	for i := range z.j.raw {
+		if err := zsrc.Apply(uint64(i+1), z.j.types[i], z.j.raw[i]); err != nil {
+			f.Fatal(err)
+		}
+	}
+	z.j.mu.Unlock()
+	if b, err := zsrc.Snapshot(); err == nil && b[0] == snapshotVersionZones {
+		f.Add(b)
+	} else {
+		f.Fatalf("no version-2 seed: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSnapshot(b)
 		if err != nil {
