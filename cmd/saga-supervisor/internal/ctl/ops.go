@@ -59,6 +59,17 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 	} else {
 		fmt.Fprintln(w, "halted:     no")
 	}
+	for _, z := range st.Zones {
+		if z.Halted {
+			fmt.Fprintf(w, "zone:       %-10s HALTED — %s (%s)", z.Name, z.HaltWhy, strings.Join(z.Actuators, ", "))
+			if len(z.Held) > 0 {
+				fmt.Fprintf(w, "; reset held: %s", strings.Join(z.Held, "; "))
+			}
+			fmt.Fprintln(w)
+		} else {
+			fmt.Fprintf(w, "zone:       %-10s serving (%s)\n", z.Name, strings.Join(z.Actuators, ", "))
+		}
+	}
 	j := st.Journal
 	fmt.Fprintf(w, "journal:    %s, last seq %d, durable %d", j.Dir, j.LastSeq, j.Durable)
 	if j.Error != "" {
