@@ -129,4 +129,33 @@ func TestZonesThroughTheBinary(t *testing.T) {
 	if g := zoneGauge(); g != `saga_zone_halted{zone="arm"} 0` {
 		t.Errorf("metrics after the zone reset: %q", g)
 	}
+
+	// From the shell: ctl halts the base's zone (through the Go client,
+	// on the e-stop topic), shows it, and resets it.
+	if out, code := run(t, "ctl", "--config", d.cfgPath, "halt", "--zone", "base", "--reason", "from the shell"); code != 0 || !strings.Contains(out, "halted zone base") {
+		t.Fatalf("ctl halt --zone base: %d\n%s", code, out)
+	}
+	if out, code := run(t, "ctl", "--config", d.cfgPath, "status"); code != 0 || !strings.Contains(out, "base       HALTED") || !strings.Contains(out, "ready:      yes") {
+		t.Errorf("ctl status with the base halted: %d\n%s", code, out)
+	}
+	s = ctl.Must(map[string]any{"op": "begin"}).Saga
+	if r := ctl.Send(map[string]any{"op": "step", "saga": s, "actuator": "base", "value": 10}); r.Code != "ZONE_HALTED" {
+		t.Errorf("a step on the halted base: %+v", r)
+	}
+	ctl.Must(map[string]any{"op": "step", "saga": s, "actuator": "elbow", "value": 40})
+	if out, code := run(t, "ctl", "--config", d.cfgPath, "halt", "--zone", "wrist"); code == 0 || !strings.Contains(out, "UNKNOWN_ZONE") {
+		t.Errorf("ctl halt of an unknown zone: %d\n%s", code, out)
+	}
+	if h, _ := d.status()["halted"].(bool); !h {
+		t.Error("a halt of an unknown zone did not halt everything")
+	}
+	if out, code := run(t, "ctl", "--config", d.cfgPath, "reset", "--zone", "base"); code != 0 || !strings.Contains(out, "reset zone base") {
+		t.Errorf("ctl reset --zone base: %d\n%s", code, out)
+	}
+	if out, code := run(t, "ctl", "--config", d.cfgPath, "reset"); code != 0 {
+		t.Errorf("ctl reset (the full halt): %d\n%s", code, out)
+	}
+	if st := d.status(); st["halted"] != false || strings.Contains(fmt.Sprint(st["zones"]), "halted:true") {
+		t.Errorf("after both resets: %v", st)
+	}
 }
