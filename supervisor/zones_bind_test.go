@@ -110,4 +110,3 @@ func TestEStopBoundToZone(t *testing.T) {
 		t.Fatalf("zone reset after the release: %v", err)
 	}
 }
-
