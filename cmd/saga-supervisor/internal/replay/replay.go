@@ -612,6 +612,7 @@ var gateCodes = map[rollback.Code]bool{
 	rollback.Code(limits.SupplyLow): true, rollback.Code(limits.SupplyHigh): true, rollback.Code(limits.SupplyUnknown): true,
 	rollback.Code(limits.SupplyStale): true, rollback.Code(limits.SupplyTripped): true,
 	rollback.Code(approval.CodeReplayed): true, rollback.Code(approval.CodeFull): true,
+	rollback.CodeZoneHalted: true,
 }
 
 // aggregate reports whether a REFUSED record is a count of refusals rather
@@ -779,6 +780,10 @@ func (r *replayer) follow(seq uint64, rec *rollback.Record, driving bool) {
 		if rec.Message != recoveryFinished && r.origHalted {
 			r.expectSafe() // recovery applies the latched halt's safe policies again
 		}
+	case rollback.RecZoneHalt:
+		// The replay's zone halt parks the zone at once; the journal's
+		// SAFE records for it follow the unwinds of the zone's sagas.
+		r.expectZoneSafe(rec.Code)
 	case rollback.RecSafe:
 		delete(r.awaitSafe, rec.Actuator)
 		if cmp {
@@ -787,6 +792,15 @@ func (r *replayer) follow(seq uint64, rec *rollback.Record, driving bool) {
 	case rollback.RecObserved:
 		if cmp {
 			r.compare(seq, rec, rec.Actuator)
+		}
+	}
+}
+
+// expectZoneSafe is expectSafe for the actuators of one zone.
+func (r *replayer) expectZoneSafe(zone string) {
+	for _, name := range r.world.registry.Names() {
+		if r.view.ZoneOf(name) == zone && r.world.registry.Get(name).Safe.Mode != actuators.SafeHold {
+			r.awaitSafe[name] = true
 		}
 	}
 }
