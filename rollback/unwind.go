@@ -110,6 +110,9 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	case e.stopped() || e.fatal != nil:
 		e.settle(s, g, Unresolved, "not attempted: halted")
 		return
+	case g.act.zoneHalted():
+		e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+		return
 	case applied == 0:
 		// Every pending step failed without effect (the driver promised the
 		// output did not change): the actuator is already at the prior.
@@ -131,6 +134,10 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
 		}
+		if g.act.zoneHalted() {
+			e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+			return
+		}
 		attempt := lead.attempts + 1
 		for _, sp := range g.steps {
 			sp.attempts = attempt
@@ -145,7 +152,12 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
 		}
+		if g.act.zoneHalted() {
+			e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+			return
+		}
 		e.inflight.Add(1)
+		g.act.moving++
 		e.mu.Unlock()
 		err := e.effect(g.act.a, g.target)
 		e.mu.Lock()
@@ -153,7 +165,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		if err == nil {
 			g.act.at = e.cfg.Now()
 			e.settle(s, g, Compensated, "")
-			e.effectDone() // the outcome recorded: see effectDone
+			e.effectDone(g.act) // the outcome recorded: see effectDone
 			return
 		}
 		lastErr = err
@@ -164,7 +176,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		if e.fatal == nil {
 			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: lead.n, Actuator: g.name, Attempt: attempt, Message: err.Error()})
 		}
-		e.effectDone()
+		e.effectDone(g.act)
 		if lead.failures < maxAttempts {
 			e.mu.Unlock()
 			time.Sleep(backoff)
