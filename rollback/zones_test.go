@@ -456,3 +456,68 @@ func TestSnapshotV3IsV2PlusZones(t *testing.T) {
 		t.Errorf("version 2 with a zone section: %v", err)
 	}
 }
+
+// TestBarrierUnwindsSkipAHaltedZone: a quarantine's unwind and a drain
+// deadline's unwind that meet a saga touching a zone whose halt is latched
+// but not yet applied (the zone's pass has not run) never move the zone's
+// actuator: they unwind through the same compensation as every unwind, which
+// settles the zone's steps unresolved and puts the others back. The zone's
+// pass then parks the zone.
+func TestBarrierUnwindsSkipAHaltedZone(t *testing.T) {
+	for _, how := range []string{"quarantine", "drain deadline"} {
+		t.Run(how, func(t *testing.T) {
+			r := zoned(t)
+			s := r.begin(t)
+			r.step(t, s, "1", "shoulder", 40)
+			r.step(t, s, "2", "gripper", 1)
+			var d Drain
+			if how == "drain deadline" {
+				var err error
+				if d, err = r.e.StartDrain(time.Millisecond, "ops: maintenance"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := len(r.w.setCalls())
+			// Hold the zone's pass: the latch is set, nothing of the zone
+			// has been unwound or parked yet.
+			r.e.zl.pass.Lock()
+			if _, err := r.e.ZoneLatch("arm", "light curtain"); err != nil {
+				r.e.zl.pass.Unlock()
+				t.Fatal(err)
+			}
+			var reps []*Report
+			if how == "quarantine" {
+				var err error
+				reps, _, err = r.e.QuarantineAgent(r.owner.Agent, "ops: erratic")
+				if err != nil {
+					r.e.zl.pass.Unlock()
+					t.Fatal(err)
+				}
+			} else {
+				reps = r.e.UnwindDrained(d)
+			}
+			moved := r.w.setCalls()[before:]
+			r.e.zl.pass.Unlock()
+			r.e.WaitZoneHalts()
+
+			if len(reps) != 1 {
+				t.Fatalf("reports %v, want saga %d's", reps, s)
+			}
+			buckets := map[string]Bucket{}
+			for _, st := range reps[0].Steps {
+				buckets[st.Actuator] = st.Bucket
+			}
+			if want := map[string]Bucket{"shoulder": Unresolved, "gripper": Compensated}; !mapsEqual(buckets, want) {
+				t.Errorf("buckets %v, want %v", buckets, want)
+			}
+			for _, c := range moved {
+				if c.Actuator != "gripper" {
+					t.Errorf("the %s unwind moved %s to %g (zone arm halted)", how, c.Actuator, c.Value)
+				}
+			}
+			if got, _ := r.e.Commanded("shoulder"); got != 0 {
+				t.Errorf("shoulder commanded %g after the zone's pass, want its safe value 0", got)
+			}
+		})
+	}
+}
