@@ -66,7 +66,12 @@ func fieldIndex(key string) int {
 	return -1
 }
 
+// fieldSet holds one bit per field. With zone and approvals merged the 16
+// fields fill a uint16 exactly; the constant below stops the build (the
+// shift overflows) if a 17th is added without widening it.
 type fieldSet uint16
+
+const _ fieldSet = 1 << (numFields - 1)
 
 func fields(fs ...int) fieldSet {
 	var s fieldSet
