@@ -45,7 +45,7 @@ import (
 //	u quarantined agent count, then each in name order:
 //	  s agent, v since (unix ns), s why
 //
-// (v: a signed varint.) That is version 2, written while the journal holds
+// (v: a signed, zigzag varint.) That is version 2, written while the journal holds
 // no zone halt or reset. Version 3, written once it holds one, is version 2
 // followed by
 //

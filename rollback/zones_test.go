@@ -349,8 +349,8 @@ func TestZoneNoLongerConfiguredHaltsAll(t *testing.T) {
 }
 
 // TestZoneSnapshot: a checkpoint taken while a zone is halted carries the
-// zone's latch; one taken with no zone records is the version-2 layout (version 3 adds
-// the zones).
+// zone's latch (version 3); one taken with no zone records is the version 2
+// layout.
 func TestZoneSnapshot(t *testing.T) {
 	src := zoned(t)
 	s := src.begin(t)
