@@ -109,6 +109,10 @@ var Codes = []CodeInfo{
 	{string(rollback.CodeStepFailed), "The actuator's driver refused the step and promised the output did not move (a device's refusal, a value its driver rejects before sending). The saga was unwound; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
 	{string(rollback.CodeStepInDoubt), "The driver failed without that promise — a timeout, a lost link, any other error — so the step may have happened. It was treated as applied and the saga unwound, driving it back too; the report says how cleanly.", "Read the report. Begin a new saga if you go on."},
 
+	// Zones (issue 27): scoped halts.
+	{string(rollback.CodeUnknownZone), "The halt or reset names a zone the configuration does not have (zones). A halt naming one halts everything instead — a mistyped zone in an emergency must still stop the robot — and is answered with this code; a reset naming one does nothing.", "Do not retry: check the zone's name against the configuration (the status lists the zones). After a halt, an operator resets the full halt."},
+	{string(rollback.CodeZoneHalted), "The actuator's zone is halted (a zone halt: its e-stop, a supply bound to it, or a halt naming it). Steps on its actuators are refused until an operator resets the zone; the other zones keep serving. A saga that touched the zone was unwound whole: its steps in the zone unresolved, the others put back. Nothing moved.", "Do not retry on that zone: an operator must reset it (reset with zone). Steps on the other zones' actuators go on; begin a new saga for them if yours was unwound."},
+
 	{CodeInternal, "A supervisor bug: an error without a code. Whether the command took effect is unknown.", "Abort the saga, which puts back whatever moved, and report the message."},
 
 	// M-of-N approvals: actuators marked requires_approval: M, M > 1.

@@ -51,10 +51,11 @@ const (
 	fWill
 	fApproval
 	fApprovals
+	fZone
 	numFields
 )
 
-var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval", "approvals"}
+var fieldNames = [numFields]string{"id", "agent", "op", "ttl_ms", "lease", "epoch", "saga", "actuator", "value", "deadline_ms", "reason", "token", "will", "approval", "approvals", "zone"}
 
 func fieldIndex(key string) int {
 	for i, n := range fieldNames {
@@ -65,7 +66,12 @@ func fieldIndex(key string) int {
 	return -1
 }
 
+// fieldSet holds one bit per field. With zone and approvals merged the 16
+// fields fill a uint16 exactly; the constant below stops the build (the
+// shift overflows) if a 17th is added without widening it.
 type fieldSet uint16
+
+const _ fieldSet = 1 << (numFields - 1)
 
 func fields(fs ...int) fieldSet {
 	var s fieldSet
@@ -87,8 +93,8 @@ var opFields = map[Op]struct{ required, optional fieldSet }{
 	OpCommit:    {required: fields(fLease, fEpoch, fSaga)},
 	OpAbort:     {required: fields(fLease, fEpoch, fSaga), optional: fields(fReason)},
 	OpBye:       {required: fields(fLease, fEpoch)},
-	OpHalt:      {optional: fields(fReason)},
-	OpReset:     {required: fields(fToken)},
+	OpHalt:      {optional: fields(fReason, fZone)},
+	OpReset:     {required: fields(fToken), optional: fields(fZone)},
 	OpStatus:    {},
 }
 
@@ -493,6 +499,12 @@ func parseFields(rs *[numFields]raw) (Request, *Error) {
 			}
 		case fApprovals:
 			r.Approval, err = approvals(rs)
+		case fZone:
+			if r.Zone, err = str(rs, f, 1, MaxNameBytes); err == nil {
+				if e := ValidName(r.Zone); e != nil {
+					err = badRequest("zone", "field \"zone\": %v", e)
+				}
+			}
 		}
 	}
 	if err != nil {

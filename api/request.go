@@ -89,6 +89,9 @@ type Request struct {
 	// approvals field carries them. A string keeps Request comparable,
 	// which de-duplication relies on; Approvals splits it.
 	Approval string
+	// Zone (halt, reset) scopes the halt or reset to one zone of the
+	// configuration; "" = the full halt, one latch over everything.
+	Zone string
 }
 
 // Approvals returns the step's approval tokens, in the order sent.
@@ -140,6 +143,7 @@ type wireRequest struct {
 	Will       string   `json:"will,omitempty"`
 	Approval   string   `json:"approval,omitempty"`
 	Approvals  []string `json:"approvals,omitempty"`
+	Zone       string   `json:"zone,omitempty"`
 }
 
 // EncodeRequest encodes a request as a client publishes it. It refuses a
@@ -147,7 +151,7 @@ type wireRequest struct {
 // itself, by decoding its own output: the two can never disagree.
 func EncodeRequest(r Request) ([]byte, error) {
 	w := wireRequest{ID: r.ID, Agent: r.Agent, Op: r.Op, TTLMS: r.TTLMS, Lease: r.Lease, Epoch: r.Epoch,
-		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will}
+		Saga: r.Saga, Actuator: r.Actuator, DeadlineMS: r.DeadlineMS, Reason: r.Reason, Token: r.Token, Will: r.Will, Zone: r.Zone}
 	// One approval goes as approval, as it always has; several as approvals.
 	if toks := r.Approvals(); len(toks) == 1 {
 		w.Approval = toks[0]

@@ -15,6 +15,9 @@ type Status struct {
 	// after its predecessor's): of two statuses, the one with the larger
 	// seq is the newer. The offline will has none (0).
 	Seq uint64 `json:"seq,omitempty"`
+	// HaltedZones names the zones whose halt is latched (their actuators'
+	// steps refused until a zone reset; the other zones serve).
+	HaltedZones []string `json:"halted_zones,omitempty"`
 }
 
 // The values of Status.State.

@@ -599,6 +599,23 @@ func (c *Client) Reset(ctx context.Context, token string) error {
 	return err
 }
 
+// HaltZone latches the halt of one zone of the supervisor's configuration:
+// its actuators go to their safe policies and steps on them are refused
+// with ZONE_HALTED until an operator resets the zone; the other zones keep
+// serving. A zone the supervisor does not have halts everything instead,
+// and the error carries UNKNOWN_ZONE. It needs no lease.
+func (c *Client) HaltZone(ctx context.Context, zone, reason string) error {
+	_, err := c.call(ctx, api.Request{Op: api.OpHalt, Reason: reason, Zone: zone}, false)
+	return err
+}
+
+// ResetZone clears one zone's halt with the operator token (a full halt
+// is cleared by Reset, and neither clears the other).
+func (c *Client) ResetZone(ctx context.Context, token, zone string) error {
+	_, err := c.call(ctx, api.Request{Op: api.OpReset, Token: token, Zone: zone}, false)
+	return err
+}
+
 // Status returns the supervisor's full status object (what its HTTP status
 // endpoint serves; it always has "ready" and "halted").
 func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {

@@ -142,6 +142,11 @@ var codeClass = map[string]class{
 	"APPROVALS_TOO_FEW":      {refusal: true},
 	"APPROVAL_DUPLICATE_KEY": {refusal: true},
 	"APPROVAL_DUPLICATE":     {refusal: true},
+	// Zones: a step on a halted zone moved nothing; a halt naming an
+	// unknown zone halted everything (not a refusal), a reset naming one
+	// did nothing.
+	"ZONE_HALTED":  {refusal: true},
+	"UNKNOWN_ZONE": {},
 	// The step was applied or may have been, and its saga was unwound.
 	"STEP_FAILED":   {sentinel: ErrSagaEnded},
 	"STEP_IN_DOUBT": {sentinel: ErrSagaEnded},

@@ -63,6 +63,8 @@
 //	14    SAFE         actuator, target, code (safe mode)                   the safe policy is applied
 //	15    LEASE        agent, lease, epoch                                  the agent hears of it
 //	16    OBSERVED     actuator, target, message (why)                      the value is adopted
+//	27    ZONE_HALT    code (the zone), message (why)                       (synced by the zone's halt)
+//	28    ZONE_RESET   code (the zone), agent (who)                         ZoneReset returns
 //
 // The rebuild at start (Engine.Apply, then Engine.Recover) brings back
 // commanded values, open sagas with their steps, outcomes and unwind

@@ -111,6 +111,9 @@ type Config struct {
 	// (see Latch), the reports of the sagas it ended and the safe-policy
 	// errors. It runs on that goroutine: it must not call Halt.
 	OnHalt func([]*Report, error)
+	// Zones groups actuators into named zones for scoped halts (see
+	// zones.go): zone name to its actuators, each actuator in at most one.
+	Zones map[string][]string
 }
 
 // DefaultMaxSagaCommands is the default Config.MaxSagaCommands: ten
@@ -178,6 +181,11 @@ type actState struct {
 	// safe policy): it is wherever it came to rest, which the journal
 	// cannot say. Reconcile leaves it alone.
 	detached bool
+	// zone is the actuator's zone (nil: none); moving counts its effects
+	// in flight (a step's or a compensation's), which a zone halt waits
+	// for before it parks the zone (guarded by mu, signalled by moved).
+	zone   *zone
+	moving int
 }
 
 type step struct {
@@ -255,6 +263,10 @@ type Engine struct {
 	drain       *Drain
 	drainGen    uint64
 	quarantined map[string]*Quarantine
+	// zl holds the zones and their halts (zones.go); moved is signalled
+	// (on mu) whenever an effect stops counting as in flight.
+	zl    zoneLane
+	moved *sync.Cond
 }
 
 // New builds an engine. Before serving, a recovering caller feeds it the
@@ -297,6 +309,10 @@ func New(cfg Config) (*Engine, error) {
 	for _, name := range cfg.Actuators.Names() {
 		a := cfg.Actuators.Get(name)
 		e.acts[name] = &actState{a: a, commanded: a.Initial}
+	}
+	e.moved = sync.NewCond(&e.mu)
+	if err := e.initZones(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -475,11 +491,14 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	_, err := e.enqueue(&rec)
 	if err == nil {
 		e.inflight.Add(1)
+		st.moving++
 	}
 	e.mu.Unlock()
 	if err == nil && (e.cfg.Durability == EveryStep || firstTouch) {
 		if err = e.sync(); err != nil {
-			e.inflight.Done()
+			e.mu.Lock()
+			e.effectDone(st)
+			e.mu.Unlock()
 		}
 	}
 	if err != nil {
@@ -499,11 +518,25 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		// Done only now: the halt's SAFE records, which wait for every
 		// step in flight, must follow this outcome in the journal (the
 		// rebuild takes a FAILED step's actuator back to its prior).
-		e.inflight.Done()
+		e.effectDone(st)
 		s.busy = false
 		rep := e.closeHaltedLocked(s)
 		e.mu.Unlock()
 		return StepResult{}, &Error{Code: CodeHalted, Message: "halted while the intent was made durable: not applied; saga ended unresolved", Report: rep}
+	}
+	if st.zoneHalted() {
+		// The actuator's zone halted meanwhile: the same, for the zone.
+		// The saga touches the zone, so it is unwound whole (its steps
+		// in the zone unresolved, the others put back).
+		e.mu.Lock()
+		sp.outcome = Failed
+		e.enqueue(&Record{Type: RecFailed, Saga: s.id, Step: sp.n, Code: "NOT_APPLIED", Message: "zone halted before the effect: not applied"})
+		e.effectDone(st)
+		s.busy = false
+		why := "zone " + st.zone.name + " halted: " + e.zoneReason(st.zone)
+		rep := e.unwindLocked(s, why, false)
+		e.mu.Unlock()
+		return StepResult{}, &Error{Code: CodeZoneHalted, Message: why + " (before the effect: not applied; saga unwound)", Report: rep}
 	}
 
 	effErr := e.effect(st.a, v.Value)
@@ -530,7 +563,7 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 	}
 	e.enqueue(&out)
 	// Done only now that the outcome is recorded: see effectDone.
-	e.effectDone()
+	e.effectDone(st)
 	s.busy = false
 	if outcome == Applied {
 		if e.stopped() {
@@ -612,6 +645,9 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 	if st.holder != nil && st.holder != s {
 		return nil, nil, v, refusal(CodeActuatorBusy, "%s is held by saga %d", cmd.Actuator, st.holder.id)
 	}
+	if st.zoneHalted() {
+		return nil, nil, v, refusal(CodeZoneHalted, "%s: zone %s halted: %s", cmd.Actuator, st.zone.name, e.zoneReason(st.zone))
+	}
 	prev := limits.Prev{Value: st.commanded, At: st.at, Known: true}
 	v = limits.Check(st.a.Limits, prev, cmd.Value, now)
 	if !v.OK() {
@@ -639,7 +675,7 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 	return s, st, v, nil
 }
 
-// effectDone ends the count of an effect in flight: from then on a halt
+// effectDone ends the count of an effect in flight on st: from then on a halt
 // waiting for effects in flight may go on to its safe policies. Callers
 // hold mu and have recorded the effect's outcome — the commanded value set,
 // the outcome enqueued — so the halt's SAFE records follow the outcome in
@@ -648,8 +684,10 @@ func (e *Engine) gate(sagaID uint64, owner Owner, cmd Command, now time.Time) (*
 // was applied could record its target after the safe value: the engine,
 // and for a compensation the journal too, would believe the actuator at a
 // target it had left for its safe value.)
-func (e *Engine) effectDone() {
+func (e *Engine) effectDone(st *actState) {
 	e.inflight.Done()
+	st.moving--
+	e.moved.Broadcast()
 	if e.effectDoneHook != nil {
 		e.effectDoneHook()
 	}

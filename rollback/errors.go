@@ -33,6 +33,8 @@ const (
 	CodeQuarantined     Code = "QUARANTINED"      // the agent is quarantined by an operator
 	CodeNotQuarantined  Code = "NOT_QUARANTINED"  // an agent was to be released, but it is not quarantined
 	CodeQuarantineFull  Code = "QUARANTINE_FULL"  // MaxQuarantined agents are quarantined already
+	CodeUnknownZone     Code = "UNKNOWN_ZONE"     // no zone by that name (a zone halt or reset)
+	CodeZoneHalted      Code = "ZONE_HALTED"      // the actuator's zone is halted; a zone reset first
 )
 
 // LimitCode converts a limits code to an engine code.

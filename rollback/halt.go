@@ -561,6 +561,9 @@ func (e *Engine) Close() error {
 	l.mu.Lock()
 	l.closed = true // from now on no halt goroutine starts (see latch)
 	l.mu.Unlock()
+	e.zl.mu.Lock()
+	e.zl.closed = true // nor a zone's (see zoneLatch)
+	e.zl.mu.Unlock()
 	e.bg.Wait()
 	e.mu.Lock()
 	e.closed = true

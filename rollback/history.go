@@ -60,12 +60,15 @@ func (s *SagaHistory) Clean() bool {
 // History reads a journal into sagas, for graph, certify and audits. It
 // never decides anything: it only tells what the records say.
 type History struct {
-	Sagas    []*SagaHistory // by id
-	Halts    []Record
-	Resets   []Record
-	Refusals []Record // refusals that named no saga in the journal
-	Records  uint64
-	byID     map[uint64]*SagaHistory
+	Sagas  []*SagaHistory // by id
+	Halts  []Record
+	Resets []Record
+	// ZoneHalts and ZoneResets are the zones' halts and resets (the zone
+	// in Code), in journal order.
+	ZoneHalts, ZoneResets []Record
+	Refusals              []Record // refusals that named no saga in the journal
+	Records               uint64
+	byID                  map[uint64]*SagaHistory
 }
 
 // NewHistory returns an empty history.
@@ -80,6 +83,12 @@ func (h *History) Add(r Record) {
 		return
 	case RecReset:
 		h.Resets = append(h.Resets, r)
+		return
+	case RecZoneHalt:
+		h.ZoneHalts = append(h.ZoneHalts, r)
+		return
+	case RecZoneReset:
+		h.ZoneResets = append(h.ZoneResets, r)
 		return
 	case RecRecovery, RecSafe, RecLease, RecObserved, RecDrain, RecUndrain, RecQuarantine, RecRelease:
 		return

@@ -260,6 +260,8 @@ func (e *Engine) applyLocked(r *Record) error {
 		return e.applyUndrain()
 	case RecQuarantine, RecRelease:
 		return e.applyQuarantine(r)
+	case RecZoneHalt, RecZoneReset:
+		return e.applyZoneRecord(r)
 	case RecRefused, RecRecovery:
 	default:
 		return fmt.Errorf("unexpected record type")
@@ -355,6 +357,14 @@ func (e *Engine) Recover() ([]*Report, error) {
 		if err != nil {
 			e.log.Error("recovery: safe policies of the latched halt", "err", err)
 		}
+	}
+	// The zones the journal ends halted are parked again (or, a zone no
+	// longer configured, halt everything).
+	e.mu.Unlock()
+	zerr := e.recoverZones()
+	e.mu.Lock()
+	if zerr != nil {
+		e.log.Error("recovery: safe policies of the halted zones", "err", zerr)
 	}
 	if err := e.journal(&Record{Type: RecRecovery, Message: "recovery finished"}); err != nil {
 		return reps, err

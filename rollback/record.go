@@ -33,7 +33,10 @@ const (
 	RecUndrain    RecordType = 18 // an operator ended the drain
 	RecQuarantine RecordType = 19 // an operator barred an agent (Agent)
 	RecRelease    RecordType = 20 // an operator released a quarantined agent (Agent)
-	maxRecordType            = RecRelease
+	// 21..26 are unassigned.
+	RecZoneHalt   RecordType = 27 // a zone's halt latched (code: the zone)
+	RecZoneReset  RecordType = 28 // an operator reset a zone's halt (code: the zone)
+	maxRecordType            = RecZoneReset
 )
 
 var recordTypeNames = [...]string{
@@ -41,14 +44,19 @@ var recordTypeNames = [...]string{
 	RecRefused: "REFUSED", RecCommit: "COMMIT", RecAbort: "ABORT", RecCompIntent: "COMP_INTENT",
 	RecCompDone: "COMP_DONE", RecEnd: "END", RecHalt: "HALT", RecReset: "RESET", RecRecovery: "RECOVERY", RecSafe: "SAFE", RecLease: "LEASE", RecObserved: "OBSERVED",
 	RecDrain: "DRAIN", RecUndrain: "UNDRAIN", RecQuarantine: "QUARANTINE", RecRelease: "RELEASE",
+	RecZoneHalt: "ZONE_HALT", RecZoneReset: "ZONE_RESET",
 }
 
 func (t RecordType) String() string {
-	if t >= 1 && t <= maxRecordType {
+	if t.known() {
 		return recordTypeNames[t]
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
+
+// known reports whether t is a record type the engine writes (the numbers
+// between the groups are unassigned).
+func (t RecordType) known() bool { return t >= 1 && t <= maxRecordType && recordTypeNames[t] != "" }
 
 // Flags carried by a record.
 const (
@@ -193,7 +201,7 @@ func appendString(buf []byte, s string) []byte {
 // types, unknown fields, truncated or trailing bytes.
 func DecodeRecord(typ uint8, p []byte) (Record, error) {
 	r := Record{Type: RecordType(typ)}
-	if typ < 1 || RecordType(typ) > maxRecordType {
+	if !RecordType(typ).known() {
 		return r, fmt.Errorf("%w: unknown type %d", ErrBadRecord, typ)
 	}
 	d := decoder{p: p}

@@ -45,13 +45,21 @@ import (
 //	u quarantined agent count, then each in name order:
 //	  s agent, v since (unix ns), s why
 //
-// (v: a signed varint.) Version 1, written before drains and quarantines,
-// ends after the sagas: it restores with neither. Nothing may follow.
-// Decoding bounds every count and string.
-const snapshotVersion = 2
-
-// snapshotV1 is the version without drain and quarantine (still restored).
-const snapshotV1 = 1
+// (v: a signed, zigzag varint.) That is version 2, written while the journal holds
+// no zone halt or reset. Version 3, written once it holds one, is version 2
+// followed by
+//
+//	u zone count, then each in name order:
+//	  s name, u halt generation latched, u generation reset, s halt reason
+//
+// Version 1, written before drains and quarantines, ends after the sagas:
+// it restores with neither (and no zones). Nothing may follow. Decoding
+// bounds every count and string.
+const (
+	snapshotV1        = 1 // no drain, quarantine or zones (still restored)
+	snapshotVersion   = 2 // drain and quarantine
+	snapshotVersionV3 = 3 // version 2 and the halted zones
+)
 
 // ErrBadSnapshot is wrapped by every snapshot decoding error.
 var ErrBadSnapshot = errors.New("rollback: bad snapshot")
@@ -77,7 +85,12 @@ func (e *Engine) Snapshot() ([]byte, error) {
 	latched, cleared, done, why := e.latchGen.Load(), e.clearedGen.Load(), e.lane.done, e.lane.why
 	e.lane.mu.Unlock()
 
-	b := []byte{snapshotVersion}
+	zones := e.journaledZones()
+	version := byte(snapshotVersion)
+	if len(zones) > 0 {
+		version = snapshotVersionV3
+	}
+	b := []byte{version}
 	b = binary.AppendUvarint(b, e.nextSaga)
 	b = binary.AppendUvarint(b, e.maxEpoch)
 	b = binary.AppendUvarint(b, latched)
@@ -146,7 +159,31 @@ func (e *Engine) Snapshot() ([]byte, error) {
 		b = binary.AppendVarint(b, q.Since.UnixNano())
 		b = appendString(b, q.Why)
 	}
+	if version == snapshotVersionV3 {
+		b = binary.AppendUvarint(b, uint64(len(zones)))
+		for _, z := range zones {
+			b = appendString(b, z.name)
+			b = binary.AppendUvarint(b, z.latched)
+			b = binary.AppendUvarint(b, z.cleared)
+			b = appendString(b, z.why)
+		}
+	}
 	return b, nil
+}
+
+// journaledZones lists, in name order, the zones whose halt the journal
+// has recorded (a zone never halted has no state to carry).
+func (e *Engine) journaledZones() []snapZone {
+	e.zl.mu.Lock()
+	defer e.zl.mu.Unlock()
+	var out []snapZone
+	for _, name := range slices.Sorted(maps.Keys(e.zl.zones)) {
+		z := e.zl.zones[name]
+		if g := z.gen.Load(); g > 0 {
+			out = append(out, snapZone{name: name, latched: g, cleared: z.cleared.Load(), why: z.why})
+		}
+	}
+	return out
 }
 
 // inflightSteps reports whether any open saga has a step or unwind in
@@ -239,6 +276,17 @@ func (e *Engine) Restore(p []byte) error {
 	for _, q := range snap.quarantined {
 		e.quarantined[q.Agent] = &q
 	}
+	for _, sz := range snap.zones {
+		z, err := e.rebuildZone(sz.name)
+		if err != nil {
+			return err
+		}
+		e.zl.mu.Lock()
+		z.gen.Store(sz.latched)
+		z.cleared.Store(sz.cleared)
+		z.done, z.why = sz.latched, sz.why
+		e.zl.mu.Unlock()
+	}
 	if len(diffs) > 0 {
 		slices.Sort(diffs)
 		return fmt.Errorf("%w: %v", ErrSnapshotMismatch, diffs)
@@ -264,6 +312,12 @@ type snapSaga struct {
 	steps    []step
 }
 
+type snapZone struct {
+	name             string
+	latched, cleared uint64
+	why              string
+}
+
 type snapshot struct {
 	nextSaga, maxEpoch     uint64
 	latched, cleared, done uint64
@@ -272,13 +326,14 @@ type snapshot struct {
 	sagas                  []snapSaga
 	drain                  *Drain
 	quarantined            []Quarantine
+	zones                  []snapZone
 }
 
 func decodeSnapshot(p []byte) (*snapshot, error) {
 	d := decoder{p: p}
 	version := d.byte()
-	if d.err == nil && version != snapshotVersion && version != snapshotV1 {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, version, snapshotVersion)
+	if d.err == nil && version != snapshotV1 && version != snapshotVersion && version != snapshotVersionV3 {
+		return nil, fmt.Errorf("%w: version %d, want %d, %d or %d", ErrBadSnapshot, version, snapshotV1, snapshotVersion, snapshotVersionV3)
 	}
 	s := &snapshot{}
 	s.nextSaga = d.uvarint()
@@ -355,6 +410,24 @@ func decodeSnapshot(p []byte) (*snapshot, error) {
 	}
 	if version != snapshotV1 {
 		decodeBarriers(&d, s)
+	}
+	if version == snapshotVersionV3 && d.err == nil {
+		n = d.count()
+		prev = ""
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			z := snapZone{name: d.string()}
+			z.latched = d.uvarint()
+			z.cleared = d.uvarint()
+			z.why = d.string()
+			if d.err == nil && (z.name == "" || (i > 0 && z.name <= prev)) {
+				d.fail("zones out of order")
+			}
+			if d.err == nil && (z.latched == 0 || z.cleared > z.latched) {
+				d.fail(fmt.Sprintf("zone %s: halt generations out of order", z.name))
+			}
+			prev = z.name
+			s.zones = append(s.zones, z)
+		}
 	}
 	if d.err == nil && len(d.p) != 0 {
 		d.fail(fmt.Sprintf("%d trailing bytes", len(d.p)))

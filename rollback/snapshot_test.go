@@ -275,7 +275,7 @@ func TestDecodeSnapshotDamage(t *testing.T) {
 		t.Fatalf("a trailing byte: %v", err)
 	}
 	bad := append([]byte(nil), snap...)
-	bad[0] = snapshotVersion + 1
+	bad[0] = snapshotVersionV3 + 1
 	if _, err := decodeSnapshot(bad); !errors.Is(err, ErrBadSnapshot) {
 		t.Fatalf("another version: %v", err)
 	}
@@ -315,6 +315,30 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{snapshotV1, 1, 0, 0, 0, 0, 0, 0, 0})
+	// A version-3 snapshot: a zone halted, then reset, then halted again,
+	// with a drain and a quarantined agent (every section filled).
+	z := zoned(f)
+	z.e.ZoneHalt("arm", "one")
+	z.e.ZoneReset("op", "arm", 1)
+	z.e.ZoneHalt("arm", "two")
+	z.e.StartDrain(time.Minute, "ops: maintenance")
+	z.e.QuarantineAgent("rogue", "ops: erratic")
+	zsrc, err := New(Config{Journal: &memJournal{}, Actuators: z.reg})
+	if err != nil {
+		f.Fatal(err)
+	}
+	z.j.mu.Lock()
+	for i := range z.j.raw {
+		if err := zsrc.Apply(uint64(i+1), z.j.types[i], z.j.raw[i]); err != nil {
+			f.Fatal(err)
+		}
+	}
+	z.j.mu.Unlock()
+	if b, err := zsrc.Snapshot(); err == nil && b[0] == snapshotVersionV3 {
+		f.Add(b)
+	} else {
+		f.Fatalf("no version-3 seed: %v", err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSnapshot(b)
 		if err != nil {

@@ -115,6 +115,9 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 	case e.stopped() || e.fatal != nil:
 		e.settle(s, g, Unresolved, "not attempted: halted")
 		return
+	case g.act.zoneHalted():
+		e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+		return
 	case applied == 0:
 		// Every pending step failed without effect (the driver promised the
 		// output did not change): the actuator is already at the prior.
@@ -136,6 +139,10 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			e.settle(s, g, Unresolved, "not attempted: halted")
 			return
 		}
+		if g.act.zoneHalted() {
+			e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+			return
+		}
 		attempt := lead.attempts + 1
 		for _, sp := range g.steps {
 			sp.attempts = attempt
@@ -153,7 +160,12 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			e.settleFlags(s, g, Unresolved, "not attempted: halted", FlagWithdrawn)
 			return
 		}
+		if g.act.zoneHalted() {
+			e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+			return
+		}
 		e.inflight.Add(1)
+		g.act.moving++
 		e.mu.Unlock()
 		err := e.effect(g.act.a, g.target)
 		e.mu.Lock()
@@ -161,7 +173,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		if err == nil {
 			g.act.at = e.cfg.Now()
 			e.settle(s, g, Compensated, "")
-			e.effectDone() // the outcome recorded: see effectDone
+			e.effectDone(g.act) // the outcome recorded: see effectDone
 			return
 		}
 		lastErr = err
@@ -172,7 +184,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 		if e.fatal == nil {
 			e.enqueue(&Record{Type: RecCompDone, Saga: s.id, Step: lead.n, Actuator: g.name, Attempt: attempt, Message: err.Error()})
 		}
-		e.effectDone()
+		e.effectDone(g.act)
 		if lead.failures < maxAttempts {
 			e.mu.Unlock()
 			time.Sleep(backoff)

@@ -31,6 +31,9 @@ func (b *Built) Close() error { return b.env.Close() }
 // configuration.
 func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 	line := &HaltLine{}
+	if cfg.EStop.Zone != "" {
+		line.Zones = map[string]string{"estop": cfg.EStop.Zone}
+	}
 	env := wiring.NewEnv(cfg, lg, line.Trigger)
 	b := &Built{env: env}
 	fail := func(err error) (*Built, error) {
@@ -102,6 +105,8 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		Logger:         lg,
 		Inputs:         inputs,
 		HaltLine:       line,
+		SupplyZones:    supplyZones(cfg),
+		InputZones:     line.Zones,
 	}
 	if len(cfg.Approvals.Keys) > 0 || len(cfg.ApprovalRequired()) > 0 {
 		a := &Approvals{Device: cfg.Device, Required: map[string]int{}}
@@ -118,6 +123,17 @@ func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
 		b.Options.Approvals = a
 	}
 	return b, nil
+}
+
+// supplyZones is supplies.<name>.zone, by supply.
+func supplyZones(cfg *config.Config) map[string]string {
+	out := map[string]string{}
+	for _, name := range cfg.SupplyNames() {
+		if z := cfg.Supplies[name].Zone; z != "" {
+			out[name] = z
+		}
+	}
+	return out
 }
 
 // permissionsOf turns agents.allow into the supervisor's table, keeping

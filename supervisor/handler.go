@@ -32,13 +32,26 @@ func (h laneHandler) Handle(req api.Request, received time.Time) api.Reply {
 	return h.s.Handle(req, received)
 }
 
-func (h laneHandler) Halt(req api.Request) {
+func (h laneHandler) Halt(req api.Request) *api.Error {
 	src := "agent " + req.Agent
 	if req.Agent == "" {
 		src = "mqtt e-stop topic" // the shared e-stop topic, any payload
 	}
+	if req.Zone != "" {
+		err := h.s.HaltZone(req.Zone, src, req.Reason)
+		h.s.metrics.command(string(api.OpHalt), err == nil, apiCode(err))
+		return err
+	}
 	h.s.Halt(src, req.Reason)
 	h.s.metrics.command(string(api.OpHalt), true, "")
+	return nil
+}
+
+func apiCode(err *api.Error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Code
 }
 
 // Refusals journals the refusals the lanes decided, and the requests the
@@ -195,6 +208,12 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		}
 		return ok, false
 	case api.OpHalt:
+		if req.Zone != "" {
+			if err := s.HaltZone(req.Zone, "mqtt agent "+req.Agent, req.Reason); err != nil {
+				return api.ErrorReply(req.ID, err), false
+			}
+			return ok, false
+		}
 		s.Halt("mqtt agent "+req.Agent, req.Reason)
 		return ok, false
 	case api.OpReset:
@@ -202,7 +221,11 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 			return api.ErrorReply(req.ID, &api.Error{Code: api.CodeForbidden, Field: "op",
 				Message: "reset through the controller API is off (mqtt.allow_reset): an operator resets over HTTP"}), false
 		}
-		if err := s.Reset(req.Token, "mqtt agent "+req.Agent); err != nil {
+		reset := func() error { return s.Reset(req.Token, "mqtt agent "+req.Agent) }
+		if req.Zone != "" {
+			reset = func() error { return s.ResetZone(req.Token, "mqtt agent "+req.Agent, req.Zone) }
+		}
+		if err := reset(); err != nil {
 			if errors.Is(err, ErrUnauthorized) {
 				return api.ErrorReply(req.ID, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()}), false
 			}

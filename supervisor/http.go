@@ -203,6 +203,8 @@ type haltJSON struct {
 	Reasons    []string `json:"reasons"`
 	// Warning says what in the request was ignored (halt still halts).
 	Warning string `json:"warning,omitempty"`
+	// HaltedZones names the zones whose halt is latched.
+	HaltedZones []string `json:"halted_zones,omitempty"`
 }
 
 func (h *httpAPI) latch(warning string) haltJSON {
@@ -211,7 +213,13 @@ func (h *httpAPI) latch(warning string) haltJSON {
 	if reasons == nil {
 		reasons = []string{}
 	}
-	return haltJSON{OK: true, Halted: halted, HaltReason: why, Ready: ready, Reasons: reasons, Warning: warning}
+	var zones []string
+	for _, z := range h.s.engine.Zones() {
+		if z.Halted {
+			zones = append(zones, z.Name)
+		}
+	}
+	return haltJSON{OK: true, Halted: halted, HaltReason: why, Ready: ready, Reasons: reasons, Warning: warning, HaltedZones: zones}
 }
 
 // halt latches the halt. Anyone may halt, and a request is never refused
@@ -228,10 +236,16 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Latched before the body is read: a halt never waits on the network.
-	// A reason in the body follows as a second HALT record.
+	// A reason in the body follows as a second HALT record. A zone halt
+	// names its zone in the URL (?zone=arm) for the same reason: a zone in
+	// the body would come too late, after the full halt latched.
 	src := "http " + clientHost(r)
 	if p := principalOf(r); p != nil && p.role != "" {
 		src += " " + string(p.role) // who, on a listener with a login
+	}
+	if zone, ok := haltZone(r); ok {
+		h.haltZone(w, r, src, zone)
+		return
 	}
 	h.s.Halt(src, "")
 	var body struct {
@@ -252,6 +266,52 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h.latch(warning))
 }
 
+// haltZone reports the zone a halt names (?zone=), if it names one.
+func haltZone(r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	if !q.Has("zone") {
+		return "", false
+	}
+	return q.Get("zone"), true
+}
+
+// haltZone latches the zone's halt (or, for a zone that does not exist,
+// the full halt: UNKNOWN_ZONE, 404), then reads the body's reason.
+func (h *httpAPI) haltZone(w http.ResponseWriter, r *http.Request, src, zone string) {
+	if herr := h.s.HaltZone(zone, src, ""); herr != nil {
+		h.s.metrics.command(string(api.OpHalt), false, herr.Code)
+		writeError(w, http.StatusNotFound, herr.Code, herr.Message, nil)
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	warning := ""
+	if _, err := readBody(w, r, &body); err != nil {
+		warning = "reason ignored: " + err.Message
+		body.Reason = ""
+	} else if why := api.CheckText(body.Reason, maxReasonBytes); why != "" {
+		warning = "reason ignored: it " + why
+		body.Reason = ""
+	}
+	if body.Reason != "" {
+		h.s.HaltZone(zone, src, body.Reason)
+	}
+	h.s.metrics.command(string(api.OpHalt), true, "")
+	writeJSON(w, http.StatusOK, h.latch(warning))
+}
+
+// checkZoneField checks a reset body's zone ("" = the full halt's reset).
+func checkZoneField(zone string) *api.Error {
+	if zone == "" {
+		return nil
+	}
+	if err := api.ValidName(zone); err != nil {
+		return &api.Error{Code: api.CodeBadRequest, Field: "zone", Message: "field \"zone\": " + err.Error()}
+	}
+	return nil
+}
+
 // reset clears the halt with the operator token, which comes only in the
 // Authorization header: a URL ends up in logs, proxies and browser history.
 // Failed attempts are rate limited per client host and in total
@@ -259,6 +319,7 @@ func (h *httpAPI) halt(w http.ResponseWriter, r *http.Request) {
 func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Operator string `json:"operator"`
+		Zone     string `json:"zone"` // a zone's reset; "" = the full halt's
 	}
 	if err := checkAPIRequest(r); err != nil {
 		h.refuseReset(w, http.StatusUnsupportedMediaType, err)
@@ -306,12 +367,21 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
 		return
 	}
+	if err := checkZoneField(body.Zone); err != nil {
+		h.refuseReset(w, http.StatusBadRequest, err)
+		return
+	}
 	by := "http " + host
 	if body.Operator != "" {
 		by += " operator " + body.Operator
 	}
 	token, _ := bearerToken(r) // "" when malformed: it matches no token
-	err := h.s.Reset(token, by)
+	var err error
+	if body.Zone != "" {
+		err = h.s.ResetZone(token, by, body.Zone)
+	} else {
+		err = h.s.Reset(token, by)
+	}
 	switch {
 	case err == nil:
 		h.s.metrics.command(string(api.OpReset), true, "")
@@ -324,6 +394,8 @@ func (h *httpAPI) reset(w http.ResponseWriter, r *http.Request) {
 		failed = true
 		w.Header().Set("WWW-Authenticate", `Bearer realm="saga-supervisor"`)
 		h.refuseReset(w, http.StatusUnauthorized, &api.Error{Code: api.CodeUnauthorized, Message: err.Error()})
+	case rollback.CodeOf(err) == rollback.CodeUnknownZone:
+		h.refuseReset(w, http.StatusNotFound, err)
 	default:
 		status := http.StatusConflict // not ready, or a failed journal: the state forbids it
 		if rep := api.ErrorReply("", err); rep.Code == api.CodeInternal {
@@ -351,6 +423,7 @@ func (h *httpAPI) resetLoggedIn(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	var body struct {
 		Operator string `json:"operator"`
+		Zone     string `json:"zone"`
 	}
 	if status, err := readBody(w, r, &body); err != nil {
 		h.refuseReset(w, status, err)
@@ -360,15 +433,25 @@ func (h *httpAPI) resetLoggedIn(w http.ResponseWriter, r *http.Request, p *princ
 		h.refuseReset(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Field: "operator", Message: "field \"operator\" " + why})
 		return
 	}
+	if err := checkZoneField(body.Zone); err != nil {
+		h.refuseReset(w, http.StatusBadRequest, err)
+		return
+	}
 	by := "http " + clientHost(r) + " " + string(p.role) + " " + p.via()
 	if body.Operator != "" {
 		by += " operator " + body.Operator
 	}
-	if err := h.s.resetAuthorized(by); err != nil {
+	reset := h.s.resetAuthorized
+	if body.Zone != "" {
+		reset = func(by string) error { return h.s.resetZoneAuthorized(by, body.Zone) }
+	}
+	if err := reset(by); err != nil {
 		status := http.StatusConflict // not ready, or a failed journal: the state forbids it
 		switch rep := api.ErrorReply("", err); {
 		case errors.Is(err, ErrNoOperatorToken):
 			status = http.StatusForbidden
+		case rep.Code == string(rollback.CodeUnknownZone):
+			status = http.StatusNotFound
 		case rep.Code == api.CodeInternal:
 			status = http.StatusInternalServerError
 		}

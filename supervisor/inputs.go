@@ -25,12 +25,22 @@ type HaltLine struct {
 	mu      sync.Mutex
 	sup     *Supervisor
 	pending string
+	// Zones binds sources to zones (estop.zone): their halts halt the
+	// zone. Set before the line is used. A zone's halt triggered before
+	// the Supervisor exists halts everything: before recovery the zone
+	// cannot be halted on its own, and the safe side is the full halt.
+	Zones map[string]string
 }
 
 // Trigger halts the supervisor, or remembers the halt until there is one.
 func (h *HaltLine) Trigger(source, reason string) {
 	h.mu.Lock()
 	sup := h.sup
+	if z := h.Zones[source]; z != "" && sup != nil {
+		h.mu.Unlock()
+		sup.HaltZone(z, source, reason)
+		return
+	}
 	if sup == nil && h.pending == "" {
 		h.pending = source
 		if reason != "" {
@@ -111,10 +121,14 @@ func (s *Supervisor) adoptDrift() {
 	}
 }
 
-// inputReasons lists why inputs are not ready.
-func inputReasons(inputs []Input) []string {
+// inputReasons lists why inputs are not ready. An input bound to a zone
+// holds only its zone's reset (zoneHeld), not the supervisor's readiness.
+func inputReasons(inputs []Input, zones map[string]string) []string {
 	var out []string
 	for _, in := range inputs {
+		if zones[in.Name()] != "" {
+			continue
+		}
 		if err := in.Ready(); err != nil {
 			out = append(out, fmt.Sprintf("input %s: %v", in.Name(), err))
 		}

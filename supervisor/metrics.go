@@ -359,6 +359,8 @@ type stateCollector struct {
 
 	lanes, laneReplays, laneDropped      *promtext.Desc
 	draining, drainDeadline, quarantined *promtext.Desc
+
+	zoneHalted *promtext.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -387,6 +389,7 @@ func newStateCollector() *stateCollector {
 		draining:      d("saga_draining", "1 while an operator's drain is in force (new sagas refused DRAINING), else 0."),
 		drainDeadline: d("saga_drain_deadline_timestamp_seconds", "When the drain in force unwinds the sagas still open, Unix time (absent when no drain is in force)."),
 		quarantined:   d("saga_quarantined_agents", "Agents an operator has quarantined now."),
+		zoneHalted:    d("saga_zone_halted", "1 while a zone's halt is latched (its actuators parked, their steps refused until a zone reset), else 0.", "zone"),
 	}
 }
 
@@ -396,7 +399,7 @@ func (c *stateCollector) attach(s *Supervisor) { c.sup.Store(s) }
 func (c *stateCollector) Describe() []*promtext.Desc {
 	return []*promtext.Desc{c.ready, c.halted, c.openSagas, c.leases, c.supplyVolts, c.supplyTripped, c.actCmd,
 		c.serialUp, c.serialFrames, c.serialCRC, c.serialRetx, c.serialLost, c.lanes, c.laneReplays, c.laneDropped,
-		c.draining, c.drainDeadline, c.quarantined}
+		c.draining, c.drainDeadline, c.quarantined, c.zoneHalted}
 }
 
 // Collect implements promtext.Collector.
@@ -424,6 +427,9 @@ func (c *stateCollector) Collect(sink *promtext.Sink) {
 	}
 	for _, a := range st.Actuators {
 		sink.Value(c.actCmd, a.Commanded, a.Name)
+	}
+	for _, z := range st.Zones {
+		sink.Value(c.zoneHalted, bit(z.Halted), z.Name)
 	}
 	ls := s.lanes.Stats()
 	sink.Value(c.lanes, float64(ls.Lanes))

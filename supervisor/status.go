@@ -28,6 +28,21 @@ type Status struct {
 	// operator barred (drain.go).
 	Drain       *DrainJSON       `json:"drain,omitempty"`
 	Quarantined []QuarantineJSON `json:"quarantined"`
+	// Zones are the configured zones (and any the journal names) with
+	// their halts. A zone halt does not make the supervisor not ready:
+	// the other zones keep serving.
+	Zones []ZoneJSON `json:"zones"`
+}
+
+// ZoneJSON is a zone's state for status.
+type ZoneJSON struct {
+	Name      string   `json:"name"`
+	Actuators []string `json:"actuators"`
+	Halted    bool     `json:"halted"`
+	HaltWhy   string   `json:"halt_reason,omitempty"`
+	// Held lists what keeps the zone from being reset (a supply bound to
+	// it tripped, its e-stop pressed).
+	Held []string `json:"held,omitempty"`
 }
 
 // JournalStatus describes the journal.
@@ -102,12 +117,13 @@ func (s *Supervisor) Status() Status {
 	if r := s.barrierStatus(&st); r != "" {
 		reasons = append(reasons, r)
 	}
-	reasons = append(reasons, inputReasons(s.opt.Inputs)...)
+	reasons = append(reasons, inputReasons(s.opt.Inputs, s.opt.InputZones)...)
 	for _, sup := range s.supplies.States(now) {
 		j := SupplyJSON{Name: sup.Name, Volts: sup.Volts, Known: sup.Known, Stale: sup.Stale, Tripped: sup.Tripped,
 			Code: string(sup.Code), Action: sup.Action.String(), ReadError: sup.ReadError}
 		st.Supplies = append(st.Supplies, j)
-		if sup.Code != limits.OK && (sup.Action >= limits.Refuse || !sup.Known || sup.Stale) {
+		zoned := s.opt.SupplyZones[sup.Name] != "" && sup.Known && !sup.Stale
+		if sup.Code != limits.OK && (sup.Action >= limits.Refuse || !sup.Known || sup.Stale) && !zoned {
 			reasons = append(reasons, fmt.Sprintf("supply %s: %s", sup.Name, sup.Code))
 		}
 	}
@@ -158,6 +174,14 @@ func (s *Supervisor) Status() Status {
 		st.Reasons = []string{}
 	}
 	st.Ready = len(reasons) == 0
+	st.Zones = []ZoneJSON{}
+	for _, z := range s.engine.Zones() {
+		acts := z.Actuators
+		if acts == nil {
+			acts = []string{}
+		}
+		st.Zones = append(st.Zones, ZoneJSON{Name: z.Name, Actuators: acts, Halted: z.Halted, HaltWhy: z.Reason, Held: s.zoneHeld(z.Name)})
+	}
 	return st
 }
 

@@ -90,6 +90,14 @@ type Options struct {
 	// AutoQuarantine, if its AfterRefusals is set, quarantines an agent
 	// refused that often within its Window (autoquarantine.go).
 	AutoQuarantine AutoQuarantine
+	// SupplyZones binds supplies to zones (supplies.<name>.zone): a trip
+	// with the halt action halts the zone, not everything, and a tripped
+	// bound supply holds its zone's reset instead of the supervisor's
+	// readiness. InputZones does the same for inputs by name (estop.zone):
+	// a press halts the zone; while it is not ready the zone cannot be
+	// reset.
+	SupplyZones map[string]string
+	InputZones  map[string]string
 }
 
 // Publisher carries what the supervisor tells every controller, whatever
@@ -397,7 +405,7 @@ func (s *Supervisor) refresh() {
 	pub := s.pub
 	s.mu.Unlock()
 	if pub != nil {
-		pub.SetStatus(api.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy})
+		pub.SetStatus(api.Status{Ready: st.Ready, Reasons: st.Reasons, Halted: st.Halted, HaltReason: st.HaltWhy, HaltedZones: haltedZones(st.Zones)})
 	}
 	if s.opt.OnRefresh != nil {
 		s.opt.OnRefresh(st)
@@ -422,6 +430,10 @@ func (s *Supervisor) supplyEvent(ev SupplyEvent) {
 			s.publishReport(rep)
 		}
 	case limits.Halt:
+		if z := s.opt.SupplyZones[ev.Name]; z != "" {
+			s.HaltZone(z, "supply "+ev.Name, why)
+			return
+		}
 		s.engine.Latch(why)
 		s.metrics.halts.Inc()
 	}
@@ -470,6 +482,97 @@ func (s *Supervisor) Halt(source, reason string) {
 	s.engine.Latch(why)
 	s.metrics.halts.Inc()
 	s.refreshSoon()
+}
+
+func haltedZones(zs []ZoneJSON) []string {
+	var out []string
+	for _, z := range zs {
+		if z.Halted {
+			out = append(out, z.Name)
+		}
+	}
+	return out
+}
+
+// HaltZone latches a halt of one zone (see rollback's zones.go) and
+// returns at once: steps on the zone's actuators are refused from now on,
+// and the engine's zone goroutine unwinds the sagas touching the zone and
+// parks its actuators. A zone the configuration does not have halts
+// everything instead — a mistyped zone in an emergency must still stop
+// the robot — and is answered UNKNOWN_ZONE.
+func (s *Supervisor) HaltZone(zone, source, reason string) *api.Error {
+	why := source
+	if reason != "" {
+		why += ": " + reason
+	}
+	if _, err := s.engine.ZoneLatch(zone, why); err != nil {
+		s.Halt(source, fmt.Sprintf("halt of zone %q, which does not exist: everything halted", zone))
+		return &api.Error{Code: string(rollback.CodeUnknownZone), Field: "zone",
+			Message: fmt.Sprintf("no zone %q (zones: %s): everything was halted instead", zone, s.zoneNames())}
+	}
+	s.refreshSoon()
+	return nil
+}
+
+func (s *Supervisor) zoneNames() string {
+	var names []string
+	for _, z := range s.engine.Zones() {
+		names = append(names, z.Name)
+	}
+	if len(names) == 0 {
+		return "none configured"
+	}
+	return strings.Join(names, ", ")
+}
+
+// ResetZone clears a zone's halt: an operator action, allowed only with
+// the token and only when nothing bound to the zone holds it (a tripped
+// supply, an e-stop still pressed). It neither needs nor clears the full
+// halt's reset.
+func (s *Supervisor) ResetZone(token, by, zone string) error {
+	if s.opt.ResetToken == "" {
+		return ErrNoOperatorToken
+	}
+	if !TokenMatches(token, s.opt.ResetToken) {
+		return ErrUnauthorized
+	}
+	return s.resetZoneAuthorized(by, zone)
+}
+
+func (s *Supervisor) resetZoneAuthorized(by, zone string) error {
+	if s.opt.ResetToken == "" {
+		return ErrNoOperatorToken
+	}
+	gen, err := s.engine.ZoneGen(zone)
+	if err != nil {
+		return err
+	}
+	if held := s.zoneHeld(zone); len(held) > 0 {
+		return &api.Error{Code: api.CodeNotReady, Message: fmt.Sprintf("zone %s reset refused: %s", zone, strings.Join(held, "; "))}
+	}
+	err = s.engine.ZoneReset(by, zone, gen)
+	s.refresh()
+	return err
+}
+
+// zoneHeld lists what keeps a zone from being reset: its supplies tripped,
+// its inputs not ready.
+func (s *Supervisor) zoneHeld(zone string) []string {
+	var held []string
+	for _, sup := range s.supplies.States(s.now()) {
+		if s.opt.SupplyZones[sup.Name] == zone && sup.Code != limits.OK {
+			held = append(held, fmt.Sprintf("supply %s: %s", sup.Name, sup.Code))
+		}
+	}
+	for _, in := range s.opt.Inputs {
+		if s.opt.InputZones[in.Name()] != zone {
+			continue
+		}
+		if err := in.Ready(); err != nil {
+			held = append(held, fmt.Sprintf("input %s: %v", in.Name(), err))
+		}
+	}
+	return held
 }
 
 // haltApplied is the engine's OnHalt: the halt goroutine has journaled a

@@ -95,7 +95,7 @@ func run(args []string, stdout io.Writer) error {
 			res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.FromCheckpoint)
 	} else {
 		fmt.Fprintf(stdout, "\ncases run:        %d in %.1fs (%.0f/s)\n", res.Cases, res.Took.Seconds(), float64(res.Cases)/res.Took.Seconds())
-		fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga\n", res.Base, res.TwoSaga)
+		fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga, %d zone\n", res.Base, res.TwoSaga, res.Zone)
 		fmt.Fprintf(stdout, "  power cut:      %d (%d struck mid-run, the rest at the end), plus %d cut points equivalent to one run\n",
 			res.Crash, res.CrashesStruck, res.CrashEquivalent)
 		fmt.Fprintf(stdout, "  cut in recovery: %d (%d struck)\n", res.RecoveryCrash, res.RecoveryCrashesStruck)

@@ -151,12 +151,14 @@ func hostileCases() []hostileCase {
 	for _, r := range rawRows() {
 		cases = append(cases, hostileCase{name: r.name, run: r.run})
 	}
-	// Issue 27: drain and quarantine.
+	// Issue 27: drain and quarantine, then zones (added at the end; the
+	// oversize case stays last).
 	cases = append(cases,
 		hostileCase{name: "quarantined_agent_retrying", run: caseQuarantinedRetrying},
 		hostileCase{name: "quarantined_agent_halt_still_latches", halts: true, run: caseQuarantinedHalts},
 		hostileCase{name: "quarantine_by_an_agent_or_bad_name", run: caseQuarantineMisuse},
 		hostileCase{name: "drain_that_never_ends", halts: true, run: caseDrainNeverEnds},
+		hostileCase{name: "zone_that_does_not_exist_halts_everything", halts: true, run: caseUnknownZone},
 	)
 	// Last: see TestHostile.
 	cases = append(cases, hostileCase{name: "oversize_abort_report", run: caseOversize})
@@ -1221,6 +1223,29 @@ func caseHTTPHaltJunk(t *testing.T, h *hostile) {
 		t.Errorf("halt with a junk body: %d %v %s", code, err, body)
 	}
 	h.waitRecords(t, m, rollback.RecHalt, nil, 1)
+}
+
+// caseUnknownZone: a halt naming a zone the supervisor does not have (this
+// configuration has none) is answered UNKNOWN_ZONE and halts everything —
+// a mistyped zone must not leave the robot moving — over MQTT and HTTP; a
+// reset naming one is refused UNKNOWN_ZONE and clears nothing.
+func caseUnknownZone(t *testing.T, h *hostile) {
+	a := h.a(3)
+	m := h.mark(t)
+	a.refused(t, "halt", kv{"zone": "nowhere", "reason": "typo"}, string(rollback.CodeUnknownZone))
+	h.waitRecords(t, m, rollback.RecHalt, nil, 1)
+	code, body, err := h.do(http.MethodPost, "/api/v1/halt?zone=nowhere", "", nil)
+	if err != nil || code != http.StatusNotFound || !strings.Contains(string(body), string(rollback.CodeUnknownZone)) {
+		t.Errorf("HTTP halt of an unknown zone: %d %v %s", code, err, body)
+	}
+	code, body, err = h.do(http.MethodPost, "/api/v1/reset", hostileToken, []byte(`{"zone":"nowhere"}`))
+	if err != nil || code != http.StatusNotFound || !strings.Contains(string(body), string(rollback.CodeUnknownZone)) {
+		t.Errorf("HTTP reset of an unknown zone: %d %v %s", code, err, body)
+	}
+	recs := h.records(t, m)
+	if n := count(recs, rollback.RecZoneHalt, nil) + count(recs, rollback.RecZoneReset, nil) + count(recs, rollback.RecReset, nil); n != 0 {
+		t.Errorf("%d zone or reset records from unknown zones", n)
+	}
 }
 
 // --- leases, sagas, agents ----------------------------------------------

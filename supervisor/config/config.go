@@ -77,6 +77,11 @@ type Config struct {
 	// Approvals configures operator approvals for actuators marked
 	// requires_approval (package approval).
 	Approvals Approvals `yaml:"approvals"`
+	// Zones group actuators for scoped halts: zone name to its actuators
+	// (zones: {arm: [shoulder, elbow], base: [base]}). An actuator is in
+	// at most one zone, or in none. A zone halt stops only its zone's
+	// actuators; the full halt stops every zone. None by default.
+	Zones map[string][]string `yaml:"zones"`
 
 	file     string
 	at       map[string]place // dotted path → where it was written
@@ -421,6 +426,9 @@ type Supply struct {
 	// the safe end: a rail that trips with no action configured stops the
 	// robot rather than only logging).
 	Action limits.Action `yaml:"action"`
+	// Zone, if set, scopes the halt action to that zone (zones): a trip
+	// halts the zone, not the supervisor. Only with action: halt.
+	Zone string `yaml:"zone"`
 }
 
 // MCU is a microcontroller board on a serial link. Exactly one of Port and
@@ -554,6 +562,10 @@ type EStop struct {
 	// Poll is how often the pin is read even without an edge (default
 	// 50ms).
 	Poll time.Duration `yaml:"poll"`
+	// Zone, if set, makes the e-stop a zone's (zones): a press halts the
+	// zone, not the supervisor, and while pressed the zone cannot be
+	// reset. Default: the e-stop halts everything.
+	Zone string `yaml:"zone"`
 }
 
 // ApprovalRequired returns the names of the actuators marked
@@ -567,6 +579,9 @@ func (c *Config) ApprovalRequired() []string {
 	}
 	return names
 }
+
+// ZoneNames returns the zone names, sorted.
+func (c *Config) ZoneNames() []string { return sortedKeys(c.Zones) }
 
 // ActuatorNames returns the actuator names, sorted.
 func (c *Config) ActuatorNames() []string { return sortedKeys(c.Actuators) }
@@ -624,6 +639,7 @@ func (c *Config) RollbackConfig() rollback.Config {
 		RetryBackoff:          c.Unwind.RetryBackoff,
 		MaxSagaCommands:       c.Unwind.MaxSagaCommands,
 		MaxSagasPerLease:      c.Agents.MaxSagas,
+		Zones:                 c.Zones,
 	}
 }
 

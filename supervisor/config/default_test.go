@@ -182,7 +182,7 @@ func TestDefaultYAMLDocumentsEveryKey(t *testing.T) {
 			switch ft := f.Type; {
 			case ft.Kind() == reflect.Struct && ft.PkgPath() == typ.PkgPath():
 				walk(ft)
-			case ft.Kind() == reflect.Map:
+			case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
 				walk(ft.Elem())
 			}
 		}

@@ -208,6 +208,7 @@ func (d *decoder) validate(c *Config) {
 	d.claimMCUs(c)
 	d.checkClaims()
 	d.validateApprovals(c)
+	d.validateZones(c)
 	// Backstop: the packages that enforce these specs must accept them. The
 	// checks above should already have said why in the file's terms.
 	if len(d.errs) == 0 {
@@ -220,6 +221,53 @@ func (d *decoder) validate(c *Config) {
 			if err := c.Actuators[name].LimitsSpec().Validate(); err != nil {
 				d.errorf("actuators."+name, "%v", err)
 			}
+		}
+	}
+}
+
+// validateZones checks that every zone names existing actuators, each in
+// one zone at most, and that the e-stop and supplies bound to a zone name
+// one that exists.
+func (d *decoder) validateZones(c *Config) {
+	in := map[string]string{}
+	for _, z := range c.ZoneNames() {
+		p := "zones." + z
+		if !d.ok(p) {
+			continue
+		}
+		if len(c.Zones[z]) == 0 {
+			d.errorf(p, "lists no actuator: a zone halt would stop nothing")
+		}
+		for i, a := range c.Zones[z] {
+			ip := fmt.Sprintf("%s[%d]", p, i)
+			if _, ok := c.Actuators[a]; !ok {
+				d.errorf(ip, "no actuator %.40q (known: %s)", a, strings.Join(c.ActuatorNames(), ", "))
+				continue
+			}
+			if other, dup := in[a]; dup {
+				d.errorf(ip, "actuator %s is already in zone %s: an actuator may be in one zone", a, other)
+				continue
+			}
+			in[a] = z
+		}
+	}
+	zoneRef := func(p, zone string) {
+		if zone == "" || !d.ok(p) {
+			return
+		}
+		if _, ok := c.Zones[zone]; !ok {
+			d.errorf(p, "no zone %.40q (known: %s)", zone, strings.Join(c.ZoneNames(), ", "))
+		}
+	}
+	if d.set("estop") {
+		zoneRef("estop.zone", c.EStop.Zone)
+	}
+	for _, name := range c.SupplyNames() {
+		s := c.Supplies[name]
+		p := "supplies." + name + ".zone"
+		zoneRef(p, s.Zone)
+		if s.Zone != "" && s.Action != limits.Halt && d.ok(p) {
+			d.errorf(p, "a zone scopes the halt action only; action is %s", s.Action)
 		}
 	}
 }

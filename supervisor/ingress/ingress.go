@@ -59,8 +59,10 @@ type Handler interface {
 	// Handle answers one request. Calls for one agent come one at a time,
 	// in arrival order, except heartbeats, which come at once.
 	Handle(req api.Request, received time.Time) api.Reply
-	// Halt latches the halt and returns at once; it must not block.
-	Halt(req api.Request)
+	// Halt latches the halt and returns at once; it must not block. A
+	// non-nil error is the reply (the halt was latched all the same, or
+	// wider: see the supervisor's zone halts).
+	Halt(req api.Request) *api.Error
 	// Refusals receives the refusals decided by the lanes and the requests
 	// a transport could not decode, counted per agent and code since the
 	// last call. Nothing of them reached Handle; nothing moved.
@@ -186,10 +188,14 @@ func New(opt Options, h Handler) (*Lanes, error) {
 // than Halt and heartbeats, and never on I/O.
 func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received time.Time, reply func(api.Reply)) {
 	if derr == nil && req.Op == api.OpHalt {
-		l.h.Halt(req) // first, before any lock or check: the halt path
+		herr := l.h.Halt(req) // first, before any lock or check: the halt path
 		l.mu.Lock()
 		l.stats.Served++
 		l.mu.Unlock()
+		if herr != nil {
+			reply(api.ErrorReply(req.ID, herr))
+			return
+		}
 		reply(api.Reply{ID: req.ID, OK: true})
 		return
 	}

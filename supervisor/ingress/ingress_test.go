@@ -57,7 +57,7 @@ func (h *handler) Handle(req api.Request, _ time.Time) api.Reply {
 	return rep
 }
 
-func (h *handler) Halt(api.Request) { h.halts.Add(1) }
+func (h *handler) Halt(api.Request) *api.Error { h.halts.Add(1); return nil }
 
 func (h *handler) Refusals(ts []Tally) {
 	h.mu.Lock()

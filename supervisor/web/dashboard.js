@@ -115,6 +115,7 @@ function render(d) {
   $("token-where").title = d.reset_token_file || "";
   $("asof").textContent = "as of " + new Date(d.at).toLocaleTimeString();
 
+  renderZones(st);
   renderActuators(d);
   renderSupplies(d);
   renderSagas(d);
@@ -138,6 +139,58 @@ function render(d) {
   $("refusal-counts").textContent = counts.length
     ? "since start: " + counts.map(([c, n]) => `${c} ${n}`).join(", ")
     : "none since start";
+}
+
+// Zones (the config's zones): each one's state, a halt button (anyone who
+// may see the page) and a reset button (the operator token above, or the
+// operator's session).
+function renderZones(st) {
+  const zs = st.zones || [];
+  $("zones-box").hidden = zs.length === 0;
+  fill($("zones").tBodies[0], zs.map((z) => {
+    const state = z.halted
+      ? tag("HALTED" + (z.halt_reason ? ": " + z.halt_reason : ""), "bad")
+      : tag("serving", "ok");
+    const held = (z.held || []).length ? el("div", "muted", "held: " + z.held.join("; ")) : null;
+    const cell = el("span");
+    cell.appendChild(state);
+    if (held) cell.appendChild(held);
+    const halt = el("button", "zone-halt", "Halt zone");
+    halt.type = "button";
+    halt.addEventListener("click", () => haltZone(z.name));
+    const reset = el("button", "zone-reset", "Reset zone");
+    reset.type = "button";
+    reset.disabled = !z.halted;
+    reset.addEventListener("click", () => resetZone(z.name));
+    return row([z.name, (z.actuators || []).join(", "), cell, halt, reset]);
+  }));
+}
+
+async function haltZone(zone) {
+  try {
+    const r = await post("/api/v1/halt?zone=" + encodeURIComponent(zone), {}, { reason: "dashboard zone halt" });
+    if (r.body.ok) say("HALTED zone " + zone, true);
+    else say("ZONE HALT: " + refusal(r), false);
+  } catch (e) {
+    say("ZONE HALT NOT SENT: " + e + " — use another way to stop the robot", false);
+  }
+}
+
+async function resetZone(zone) {
+  const tok = $("token");
+  const token = tok.value;
+  tok.value = ""; // never kept: typed for each reset
+  const op = $("operator").value.trim();
+  try {
+    const auth = token !== "" || !session.login ? { Authorization: "Bearer " + token } : {};
+    const body = { zone: zone };
+    if (op) body.operator = op;
+    const r = await post("/api/v1/reset", auth, body);
+    if (r.body.ok) say("reset zone " + zone, true);
+    else say(refusal(r), false);
+  } catch (e) {
+    say("zone reset not sent: " + e, false);
+  }
 }
 
 function renderActuators(d) {

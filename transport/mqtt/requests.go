@@ -14,7 +14,7 @@ import (
 
 // onEstop latches a halt for any message on an e-stop topic, whatever its
 // payload: an e-stop is never refused for its form. A payload that is a
-// valid halt request lends its id (for the reply) and reason. A retained
+// valid halt request lends its id (for the reply), reason and zone. A retained
 // message is ignored, like a retained command: acting on it would halt the
 // robot again at every reconnect, long after it was sent.
 func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
@@ -29,7 +29,9 @@ func (t *Transport) onEstop(_ paho.Client, m paho.Message) {
 	}
 	req := api.Request{Op: api.OpHalt, Agent: agent, Reason: "e-stop topic"}
 	if r, derr := api.DecodeRequest(m.Payload(), t.maxRequest()); derr == nil && r.Op == api.OpHalt && (agent == "" || r.Agent == agent) {
-		req.ID, req.Reason = r.ID, r.Reason
+		// Only a valid halt request can narrow the halt to a zone: any
+		// other payload halts everything.
+		req.ID, req.Reason, req.Zone = r.ID, r.Reason, r.Zone
 		if agent == "" {
 			agent = r.Agent
 		}

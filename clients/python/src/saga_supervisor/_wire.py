@@ -48,6 +48,7 @@ _KEY_ORDER = (
     "will",
     "approval",
     "approvals",
+    "zone",
 )
 
 # The fields each op may carry besides id, agent and op (docs/API.md,
@@ -61,8 +62,8 @@ OP_FIELDS: Dict[str, Tuple[str, ...]] = {
     "commit": ("lease", "epoch", "saga"),
     "abort": ("lease", "epoch", "saga", "reason"),
     "bye": ("lease", "epoch"),
-    "halt": ("reason",),
-    "reset": ("token",),
+    "halt": ("reason", "zone"),
+    "reset": ("token", "zone"),
     "status": (),
 }
 
@@ -215,6 +216,10 @@ def encode_request(req: Dict[str, Any]) -> bytes:
             p = name_problem(v)
             if p is not None:
                 raise _bad(op, "will: " + p)
+        elif k == "zone":
+            p = name_problem(v)
+            if p is not None:
+                raise _bad(op, "zone: " + p)
         elif k == "lease":
             p = text_problem(v, "lease", 1, MAX_LEASE_BYTES)
             if p is not None:

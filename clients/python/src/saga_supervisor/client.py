@@ -930,18 +930,27 @@ class Client:
     # ------------------------------------------------------------------
     # No lease needed
 
-    def halt(self, reason: str = "", timeout: Optional[float] = None) -> None:
+    def halt(self, reason: str = "", timeout: Optional[float] = None, zone: str = "") -> None:
         """Latch the supervisor's e-stop: every actuator to its safe policy,
         every command refused ``HALTED`` until an operator resets. Needs no
         lease. Sent on the agent's e-stop topic (``estop/<agent>``), which
         the supervisor reads on a connection of its own, so it never waits
-        behind commands."""
-        self._call({"op": "halt", "reason": _clip_reason(reason)}, leased=False, timeout=timeout)
+        behind commands. With ``zone``, only that zone halts (its steps
+        refused ``ZONE_HALTED``); a zone the supervisor lacks halts
+        everything and raises ``UNKNOWN_ZONE``."""
+        req: Dict[str, Any] = {"op": "halt", "reason": _clip_reason(reason)}
+        if zone:
+            req["zone"] = zone
+        self._call(req, leased=False, timeout=timeout)
 
-    def reset(self, token: str, timeout: Optional[float] = None) -> None:
+    def reset(self, token: str, timeout: Optional[float] = None, zone: str = "") -> None:
         """Clear a halt with the operator token (over MQTT only where the
-        supervisor allows it: ``mqtt.allow_reset``; otherwise ``FORBIDDEN``)."""
-        self._call({"op": "reset", "token": token}, leased=False, timeout=timeout)
+        supervisor allows it: ``mqtt.allow_reset``; otherwise ``FORBIDDEN``).
+        With ``zone``, clear only that zone's halt."""
+        req: Dict[str, Any] = {"op": "reset", "token": token}
+        if zone:
+            req["zone"] = zone
+        self._call(req, leased=False, timeout=timeout)
 
     def status(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """The supervisor's full status object (what its HTTP status endpoint

@@ -12,7 +12,7 @@ The families follow api/codes.go, and the Go client's sentinel errors
 (client/errors.go) where it has them::
 
     SagaSupervisorError
-    ├── RequestError          BAD_REQUEST, PAYLOAD_TOO_LARGE, NOT_FINITE
+    ├── RequestError          BAD_REQUEST, PAYLOAD_TOO_LARGE, NOT_FINITE, UNKNOWN_ZONE
     ├── BackOffError          RATE_LIMITED, BUSY, TOO_MANY_AGENTS, TOO_MANY_ATTEMPTS
     ├── SupervisorStateError  NOT_DRAINING, NOT_QUARANTINED, QUARANTINE_FULL (operator's HTTP only)
     │   ├── NotReadyError     NOT_READY, DRAINING
@@ -26,7 +26,7 @@ The families follow api/codes.go, and the Go client's sentinel errors
     ├── SagaError             SAGA_NOT_OWNER, SAGA_BUSY, SAGA_FULL, TOO_MANY_SAGAS, DUPLICATE_ID
     │   └── SagaEndedError    SAGA_UNKNOWN, and a saga the client knows is over
     │       └── StepFailedError STEP_FAILED, STEP_IN_DOUBT (with the report)
-    ├── StepRefusedError      DEADLINE_PASSED, ACTUATOR_UNKNOWN, ACTUATOR_BUSY
+    ├── StepRefusedError      DEADLINE_PASSED, ACTUATOR_UNKNOWN, ACTUATOR_BUSY, ZONE_HALTED
     │   ├── LimitError        LIMIT_MIN, LIMIT_MAX, LIMIT_STEP, LIMIT_SLEW
     │   └── SupplyError       SUPPLY_LOW, SUPPLY_HIGH, SUPPLY_UNKNOWN, SUPPLY_STALE, SUPPLY_TRIPPED
     ├── ApprovalError         APPROVAL_REQUIRED, _INVALID, _MISMATCH, _EXPIRED, _REPLAYED,
@@ -327,6 +327,8 @@ CODES: Dict[str, Tuple[Type[SagaSupervisorError], bool]] = {
     "APPROVALS_TOO_FEW": (ApprovalError, True),
     "APPROVAL_DUPLICATE_KEY": (ApprovalError, True),
     "APPROVAL_DUPLICATE": (ApprovalError, True),
+    "UNKNOWN_ZONE": (RequestError, False),  # a halt naming one halted everything
+    "ZONE_HALTED": (StepRefusedError, True),
     "STEP_FAILED": (StepFailedError, False),
     "STEP_IN_DOUBT": (StepFailedError, False),
     "INTERNAL": (InternalError, False),

@@ -86,6 +86,12 @@ type Case struct {
 	Steps2 int    // steps of the second agent's saga
 	Order  uint32 // bit k set: the (k+1)-th step of the run is the second saga's
 	Expire int    // the first agent's lease expires after its Expire-th step
+
+	// Zone cases (two sagas, no expiry): the zone "arm" (the shoulder)
+	// halts after the Zone-th step of the run; with ZoneReset an operator
+	// resets the zone once every step has been issued, before the commits.
+	Zone      int
+	ZoneReset bool
 }
 
 // String is the case's id: `check --case ID` replays it.
@@ -94,6 +100,12 @@ func (c Case) String() string {
 	fmt.Fprintf(&b, "n%d", c.Steps)
 	if c.Sagas == 2 {
 		fmt.Fprintf(&b, ".b%d.order%d.expire%d", c.Steps2, c.Order, c.Expire)
+	}
+	if c.Zone > 0 {
+		fmt.Fprintf(&b, ".zone%d", c.Zone)
+		if c.ZoneReset {
+			b.WriteString(".zreset")
+		}
 	}
 	if c.Fault > 0 {
 		fmt.Fprintf(&b, ".f%d-%s", c.Fault, c.Shape)
@@ -131,6 +143,10 @@ func ParseCase(id string) (Case, error) {
 			c.Steps, ok = num("n")
 		case part == "ft":
 			c.FirstTouch, ok = true, true
+		case part == "zreset":
+			c.ZoneReset, ok = true, true
+		case strings.HasPrefix(part, "zone"):
+			c.Zone, ok = num("zone")
 		case strings.HasPrefix(part, "f"):
 			f, shape, found := strings.Cut(part[1:], "-")
 			n, err := strconv.Atoi(f)
@@ -184,8 +200,12 @@ func (c Case) valid() error {
 		return fmt.Errorf("fault and orphan must name a step")
 	case c.CompFail>>uint(c.Steps) != 0:
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
-	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || c.Expire < 1 || c.Expire > c.Steps):
+	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || (c.Zone == 0 && (c.Expire < 1 || c.Expire > c.Steps))):
 		return fmt.Errorf("two-saga case out of range")
+	case c.Zone > 0 && (c.Sagas != 2 || c.Expire != 0 || c.End != Commit || c.Zone > c.Steps+c.Steps2):
+		return fmt.Errorf("zone case out of range")
+	case c.ZoneReset && c.Zone == 0:
+		return fmt.Errorf("a zone reset without a zone halt")
 	case c.Sagas == 2 && c.Order>>uint(c.Steps+c.Steps2) != 0:
 		return fmt.Errorf("interleaving names a step beyond the run")
 	}
@@ -260,6 +280,32 @@ func TwoSagaCases(maxN int) []Case {
 				}
 				for exp := 1; exp <= a; exp++ {
 					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, Expire: exp, End: Expire})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ZoneCases lists, for two sagas of a and b steps with a+b <= maxN, every
+// interleaving, with the zone "arm" (the shoulder, an actuator of the first
+// saga's from its second step) halted after each step of the run in turn,
+// and with and without a zone reset after the last step. The first saga is
+// unwound whole if it touched the zone by then; the second, on the other
+// zone, must commit.
+func ZoneCases(maxN int) []Case {
+	var out []Case
+	for total := 2; total <= maxN; total++ {
+		for a := 1; a < total; a++ {
+			b := total - a
+			for order := uint32(0); order < 1<<uint(total); order++ {
+				if popcount(order) != b {
+					continue
+				}
+				for z := 1; z <= total; z++ {
+					for _, reset := range []bool{false, true} {
+						out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit, Zone: z, ZoneReset: reset})
+					}
 				}
 			}
 		}

@@ -28,6 +28,9 @@ var Invariants = []string{
 	"the journal verifies after every crash (at most a torn tail) and after every recovery (intact), and replay's rules accept every record in it (what verify checks)",
 	"no saga open or half-unwound after recovery",
 	"two sagas: one agent's lease expiry unwinds only its own actuators; the other's commit stands",
+	"zones: no step or compensation moves an actuator of a halted zone (in the run, or in a recovery of a journal that ends with the zone halted); only its safe policy does",
+	"zones: a zone halt unwinds exactly the sagas that touch the zone (whole: their other steps compensated), refuses steps on the zone with ZONE_HALTED, never latches the full halt, and the saga outside the zone keeps stepping and commits",
+	"zones: the zone's halt rebuilt from the journal (after every power cut, in the run or in recovery) is the journal's last word on it, and a crash-free zone case ends where an independent model puts every actuator",
 }
 
 // Config bounds a check.
@@ -83,6 +86,7 @@ func (p Progress) ETA() (left time.Duration, ok bool) {
 // Result counts what a check ran and found.
 type Result struct {
 	Base, Crash, RecoveryCrash, TwoSaga  int64 // cases of each kind
+	Zone                                 int64 // crash-free zone cases (two sagas, a zone halt)
 	CrashesStruck, RecoveryCrashesStruck int64
 	// FromCheckpoint counts the recoveries (after a cut, a cut in
 	// recovery included) that started from a checkpoint.
@@ -109,6 +113,7 @@ func Check(cfg Config) *Result {
 	base := BaseCases(cfg.MaxSteps)
 	if cfg.Sagas >= 2 {
 		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
+		base = append(base, ZoneCases(cfg.MaxSteps)...)
 	}
 	if cfg.FirstTouch {
 		for _, c := range base[:len(base):len(base)] {
@@ -161,7 +166,9 @@ func Check(cfg Config) *Result {
 			defer wg.Done()
 			for c := range jobs {
 				o := Run(c)
-				if c.Sagas == 2 {
+				if c.Zone > 0 {
+					record(o, &res.Zone)
+				} else if c.Sagas == 2 {
 					record(o, &res.TwoSaga)
 				} else {
 					record(o, &res.Base)

@@ -313,3 +313,56 @@ func (r *robot) checkLIFO() {
 		last[cl.saga] = cl.step
 	}
 }
+
+// predictZone is the crash-free oracle of a zone case: the shoulder ends
+// at its safe value (parked by the halt, never moved after), the second
+// saga's actuators at their last targets (it commits), and the base where
+// the first saga left it — back at its initial value if the saga touched
+// the zone before the halt and was unwound, with its shoulder steps
+// unresolved and its base steps compensated.
+func (r *robot) predictZone(reps []*rollback.Report) {
+	c := r.c
+	touched := false // the first saga stepped on the zone before the halt
+	for k, st := range r.steps {
+		if k < c.Zone && st.saga == 1 && inHaltedZone(st.act) {
+			touched = true
+		}
+	}
+	pos := maps.Clone(initial)
+	stopped := false // the first saga's agent, refused on the zone, stops stepping
+	for k, st := range r.steps {
+		if st.saga == 1 && (stopped || (k >= c.Zone && touched)) {
+			continue // it stopped, or its saga was unwound
+		}
+		if k >= c.Zone && inHaltedZone(st.act) {
+			stopped = stopped || st.saga == 1
+			continue // refused: the zone is halted
+		}
+		pos[st.act] = st.target
+	}
+	pos["shoulder"] = safe["shoulder"].Value
+	if touched {
+		pos["base"] = initial["base"]
+		if len(reps) != 1 {
+			r.violate("oracle: %d rollback reports, the model predicts 1 (the first saga, unwound by the zone halt)", len(reps))
+			return
+		}
+		for _, st := range reps[0].Steps {
+			want := rollback.Compensated
+			if inHaltedZone(st.Actuator) {
+				want = rollback.Unresolved
+			}
+			if st.Bucket != want {
+				r.violate("oracle: saga %d step %d on %s is %s, the model predicts %s", reps[0].Saga, st.Step, st.Actuator, st.Bucket, want)
+			}
+		}
+	} else if len(reps) != 0 {
+		r.violate("oracle: %d rollback reports, the model predicts none", len(reps))
+	}
+	snap := r.world.Snapshot()
+	for _, n := range servoNames {
+		if snap[n].Commanded != pos[n] || snap[n].Detached {
+			r.violate("oracle: %s is at %g (detached %v), the model puts it at %g", n, snap[n].Commanded, snap[n].Detached, pos[n])
+		}
+	}
+}

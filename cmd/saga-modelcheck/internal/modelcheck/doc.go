@@ -11,7 +11,10 @@
 // file-system call of the run, and a power cut during the recovery that
 // follows. With two sagas, two agents' sagas run interleaved on disjoint
 // actuators in every order and the first agent's lease expires after each
-// of its steps in turn.
+// of its steps in turn; and, in the zone cases, the zone holding the first
+// saga's shoulder halts after each step of the run in turn, with and without
+// a zone reset before the commits, while the second saga steps on in the
+// other zone.
 //
 // Every case is checked against the invariants listed in Invariants: some
 // at the moment of each driver call (the intent is durable, nothing moves

@@ -20,8 +20,8 @@ func TestCheck(t *testing.T) {
 		bound = 3
 	}
 	res := Check(Config{MaxSteps: bound, Sagas: 2})
-	t.Logf("%d cases: %d crash-free, %d two-saga, %d power cuts (%d struck), %d cuts in recovery (%d struck), %d equivalent cut points, in %v",
-		res.Cases, res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.CrashEquivalent, res.Took)
+	t.Logf("%d cases: %d crash-free, %d two-saga, %d zone, %d power cuts (%d struck), %d cuts in recovery (%d struck), %d equivalent cut points, in %v",
+		res.Cases, res.Base, res.TwoSaga, res.Zone, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.CrashEquivalent, res.Took)
 	for i, o := range res.Failed {
 		if i == 3 {
 			t.Errorf("... and %d more", len(res.Failed)-3)
@@ -31,8 +31,8 @@ func TestCheck(t *testing.T) {
 	}
 	// Guard against a vacuous pass: the bound must have produced every
 	// kind of case, and most cuts must have struck mid-run.
-	if res.Base != int64(len(BaseCases(bound))) || res.TwoSaga != int64(len(TwoSagaCases(bound))) {
-		t.Errorf("ran %d+%d crash-free cases, enumerated %d+%d", res.Base, res.TwoSaga, len(BaseCases(bound)), len(TwoSagaCases(bound)))
+	if res.Base != int64(len(BaseCases(bound))) || res.TwoSaga != int64(len(TwoSagaCases(bound))) || res.Zone != int64(len(ZoneCases(bound))) {
+		t.Errorf("ran %d+%d+%d crash-free cases, enumerated %d+%d+%d", res.Base, res.TwoSaga, res.Zone, len(BaseCases(bound)), len(TwoSagaCases(bound)), len(ZoneCases(bound)))
 	}
 	if res.CrashesStruck < res.Crash/2 || res.RecoveryCrashesStruck < res.RecoveryCrash/2 {
 		t.Errorf("too few power cuts struck: %d of %d, %d of %d in recovery", res.CrashesStruck, res.Crash, res.RecoveryCrashesStruck, res.RecoveryCrash)
@@ -76,6 +76,12 @@ func TestCasesEnumerateAndRoundTrip(t *testing.T) {
 	ft.FirstTouch = true
 	if back, err := ParseCase(ft.String()); err != nil || back != ft {
 		t.Fatalf("first-touch case %s reads back as %+v, %v", ft, back, err)
+	}
+	for _, c := range ZoneCases(6) {
+		back, err := ParseCase(c.String())
+		if err != nil || back != c {
+			t.Fatalf("zone case %s reads back as %+v, %v", c, back, err)
+		}
 	}
 	for _, c := range TwoSagaCases(6) {
 		back, err := ParseCase(c.String())

@@ -67,7 +67,7 @@ func (p *proc) options(r *robot) recovery.Options {
 	return recovery.Options{Dir: journalDir,
 		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
 		Engine: rollback.Config{Actuators: r.registry(p), Durability: durability, Order: rollback.Retrace,
-			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond},
+			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond, Zones: zones},
 		// Checkpoints at fixed moments, so that power cuts land inside
 		// their writes and recoveries start from them.
 		Checkpoint: recovery.CheckpointOptions{Manual: true}}
@@ -125,7 +125,9 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 		// No crash, or the cut lay past the end of the run: check the run's
 		// own reports against the model, then recover the journal as a
 		// restart would find it (every record was synced by Close).
-		if c.Crash == 0 {
+		if c.Crash == 0 && c.Zone > 0 {
+			r.predictZone(reports)
+		} else if c.Crash == 0 {
 			r.predictAndCompare(reports)
 		}
 		img = run.fs.Crash(crashfs.DropUnsynced())
@@ -208,7 +210,14 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 	}
 	closed := make([]bool, c.Sagas)
 	probed := false
+	touched := false                 // the first saga has stepped on the zone's actuator
+	stopped := make([]bool, c.Sagas) // refused ZONE_HALTED: the agent stops stepping
 	for k := range r.steps {
+		if c.Zone > 0 && k == c.Zone {
+			if !r.zoneHalt(p, e, sagaIDs, owners, closed, touched, &reports) {
+				return reports
+			}
+		}
 		if k == len(r.steps)/2 && p.ckpt != nil {
 			// A checkpoint halfway: sagas open, steps behind it and
 			// after it.
@@ -218,6 +227,27 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			}
 		}
 		st := &r.steps[k]
+		if stopped[st.saga-1] {
+			continue
+		}
+		if c.Zone > 0 && k >= c.Zone && inHaltedZone(st.act) && !closed[st.saga-1] {
+			// The zone is halted: the step is refused, nothing moves. The
+			// agent issues no further steps (its engine step numbers would
+			// no longer be the plan's) and commits what it did.
+			stopped[st.saga-1] = true
+			var code rollback.Code
+			if !r.noEffect(func() error {
+				_, err := e.Step(sagaIDs[st.saga-1], owners[st.saga-1], rollback.Command{ID: fmt.Sprint(k), Actuator: st.act, Value: st.target})
+				code = rollback.CodeOf(err)
+				return err
+			}) && !dead() {
+				r.violate("run: a step on the halted zone was not refused")
+			}
+			if code != rollback.CodeZoneHalted && !dead() {
+				r.violate("run: a step on the halted zone got %q, want %s", code, rollback.CodeZoneHalted)
+			}
+			continue
+		}
 		if closed[st.saga-1] {
 			// The saga ended (its agent's lease expired): a late command is
 			// refused and moves nothing.
@@ -254,6 +284,9 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			unexpected(fmt.Sprintf("step %d", st.n), err)
 			return reports
 		}
+		if st.saga == 1 && inHaltedZone(st.act) {
+			touched = true
+		}
 		if !probed && c.Sagas != 2 {
 			// The refusal probe: a command over the limits is refused with
 			// its code, and nothing moves.
@@ -276,6 +309,24 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			closed[0] = true
 		}
 	}
+	if c.Zone == len(r.steps) {
+		if !r.zoneHalt(p, e, sagaIDs, owners, closed, touched, &reports) {
+			return reports
+		}
+	}
+	if c.ZoneReset {
+		gen, err := e.ZoneGen(haltedZone)
+		if err == nil {
+			err = e.ZoneReset("operator", haltedZone, gen)
+		}
+		if err != nil {
+			unexpected("zone reset", err)
+			return reports
+		}
+		r.mu.Lock()
+		r.zoneLatched = false
+		r.mu.Unlock()
+	}
 	switch {
 	case c.Sagas == 2 || c.End == Commit:
 		for i, id := range sagaIDs {
@@ -297,6 +348,49 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 		}
 	}
 	return r.haltProbe(p, e, owners[0], reports)
+}
+
+// zoneHalt halts the zone: the first saga, if it touched the zone, is
+// unwound whole (and closed); the second saga must not be touched. A step
+// on the zone's actuator by the second saga is then refused ZONE_HALTED.
+// It reports false once the power is off.
+func (r *robot) zoneHalt(p *proc, e *rollback.Engine, sagaIDs []uint64, owners []rollback.Owner, closed []bool, touched bool, reports *[]*rollback.Report) bool {
+	r.mu.Lock()
+	r.zoneLatched = true
+	r.mu.Unlock()
+	reps, err := e.ZoneHalt(haltedZone, "model: zone halt")
+	if p.fs.AfterCrash() != nil {
+		return false
+	}
+	if err != nil {
+		r.violate("run: zone halt: %v", err)
+		return false
+	}
+	*reports = append(*reports, reps...)
+	for _, rep := range reps {
+		if rep.Saga != sagaIDs[0] {
+			r.violate("run: the zone halt unwound saga %d, which does not touch the zone", rep.Saga)
+		}
+	}
+	if touched != (len(reps) == 1) {
+		r.violate("run: the zone halt unwound %d sagas; the first saga touched the zone: %v", len(reps), touched)
+	}
+	closed[0] = closed[0] || touched
+	if h, _ := e.Halted(); h {
+		r.violate("run: a zone halt latched the full halt")
+	}
+	var code rollback.Code
+	if !r.noEffect(func() error {
+		_, err := e.Step(sagaIDs[1], owners[1], rollback.Command{ID: "zone-probe", Actuator: "shoulder", Value: 100})
+		code = rollback.CodeOf(err)
+		return err
+	}) && p.fs.AfterCrash() == nil {
+		r.violate("run: a step on the halted zone was not refused")
+	}
+	if code != rollback.CodeZoneHalted && p.fs.AfterCrash() == nil {
+		r.violate("run: a step on the halted zone got %q, want %s", code, rollback.CodeZoneHalted)
+	}
+	return p.fs.AfterCrash() == nil
 }
 
 // noEffect runs fn and reports whether it failed without any driver call.
@@ -353,7 +447,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	if r.c.RecoveryCrash > 0 {
 		tmp := img.Crash(crashfs.KeepAll())
 		tmp.CutPowerAt(r.c.RecoveryCrash, crashfs.DropUnsynced())
-		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted}
+		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
 		mark := len(r.calls)
 		if res, err := recovery.Open(p.options(r)); err == nil {
 			r.checkReports(p.label(), res.Reports)
@@ -373,7 +467,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 			before = journalFacts(img)
 		}
 	}
-	p := &proc{id: id, fs: img, haltedAtStart: before.halted}
+	p := &proc{id: id, fs: img, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
 	mark := len(r.calls)
 	res, err := recovery.Open(p.options(r))
 	if err != nil {
@@ -389,6 +483,11 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	r.checkReports(p.label(), res.Reports)
 	if open := res.Engine.OpenSagas(); len(open) != 0 {
 		r.violate("%s: sagas %v still open after recovery", p.label(), open)
+	}
+	for _, z := range res.Engine.Zones() {
+		if z.Name == haltedZone && z.Halted != before.zoneHalted {
+			r.violate("%s: zone %s rebuilt halted=%v, the journal says %v", p.label(), z.Name, z.Halted, before.zoneHalted)
+		}
 	}
 	if err := res.Close(); err != nil {
 		r.violate("%s: close: %v", p.label(), err)
@@ -415,8 +514,9 @@ func (r *robot) checkRebuildRules(label string, img *crashfs.FS) {
 
 // facts is what a journal says that later processes must respect.
 type facts struct {
-	halted  bool
-	settled map[[2]int]bool // (engine saga, step) whose bucket is durable
+	halted     bool
+	zoneHalted bool            // the zone's last record is a ZONE_HALT
+	settled    map[[2]int]bool // (engine saga, step) whose bucket is durable
 }
 
 func journalFacts(fs *crashfs.FS) facts {
@@ -427,6 +527,10 @@ func journalFacts(fs *crashfs.FS) facts {
 			f.halted = true
 		case rollback.RecReset:
 			f.halted = false
+		case rollback.RecZoneHalt:
+			f.zoneHalted = f.zoneHalted || rec.Code == haltedZone
+		case rollback.RecZoneReset:
+			f.zoneHalted = f.zoneHalted && rec.Code != haltedZone
 		case rollback.RecCompDone:
 			if rec.Code != "" {
 				f.settled[[2]int{int(rec.Saga), int(rec.Step)}] = true

@@ -34,6 +34,14 @@ var (
 	}
 )
 
+// The model's zones: the shoulder alone in "arm" (the zone cases halt
+// it), the second saga's actuators in "wheels"; the base is in none.
+var zones = map[string][]string{"arm": {"shoulder"}, "wheels": {"elbow", "gripper"}}
+
+const haltedZone = "arm"
+
+func inHaltedZone(act string) bool { return act == "shoulder" }
+
 // retries is the engine's compensation retry budget in the model.
 const retries = 2
 
@@ -124,8 +132,9 @@ type proc struct {
 	id     int
 	fs     *crashfs.FS
 	engine atomic.Pointer[rollback.Engine]
-	// haltedAtStart: the journal this process recovered had latched halt.
-	haltedAtStart bool
+	// haltedAtStart: the journal this process recovered had latched halt;
+	// zoneHaltedAtStart, the zone's halt.
+	haltedAtStart, zoneHaltedAtStart bool
 	// ckpt keeps the journal's checkpoints (manual: drive writes one
 	// halfway through the run, Close another at the end).
 	ckpt *recovery.Checkpointer
@@ -148,6 +157,9 @@ type robot struct {
 	calls     []call
 	opsAtCall []int // for the run's driver calls: mutating file-system calls done before each
 	violation []string
+	// zoneLatched: the run has asked for the zone's halt and not reset it
+	// (set before ZoneHalt is called, cleared once ZoneReset returned).
+	zoneLatched bool
 }
 
 // newRobot makes the robot of case c. With from, it starts as a copy of
@@ -253,6 +265,9 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 		if d.halted() {
 			r.violate("%s: %s after a halt", d.p.label(), c)
 		}
+		if inHaltedZone(d.name) && d.zoneHalted() {
+			r.violate("%s: %s while its zone %s is halted", d.p.label(), c, haltedZone)
+		}
 	}
 	var err error
 	switch {
@@ -306,6 +321,18 @@ func (r *robot) firstTouch(c call) bool {
 		}
 	}
 	return false
+}
+
+// zoneHalted reports whether the zone was halted (and not reset) when the
+// call was made: in the run, as the harness asked; in a recovery, as the
+// journal it recovered said.
+func (d *driver) zoneHalted() bool {
+	if d.p.id == 0 {
+		d.r.mu.Lock()
+		defer d.r.mu.Unlock()
+		return d.r.zoneLatched
+	}
+	return d.p.zoneHaltedAtStart
 }
 
 func (d *driver) halted() bool {

@@ -45,11 +45,14 @@ OPs:
   status                       the supervisor's full status (ready, halt, journal,
                                supplies, actuators, leases, open sagas)
   halt [--reason R]            latch the e-stop; needs no lease
+       [--zone Z]              halt only zone Z (zones): its actuators park, steps
+                               on them are refused ZONE_HALTED, the other zones
+                               serve; an unknown zone halts everything
   reset [--token-file F]       clear a halt with the operator token, read from the
         | --token T            supervisor's http.reset_token_file (default
         [--http URL]           ./saga-data/operator-token, which it generates; with
         [--http-cert F]        --config, the file that config names) or from F, a
-        [--mqtt]               file holding only the token (mode 0600 or 0400);
+        [--mqtt] [--zone Z]    file holding only the token (mode 0600 or 0400);
                                --token shows it to every user of this machine (ps).
                                Over HTTP (default http://127.0.0.1:8080; with
                                --config and http.tls, https:// trusting exactly
@@ -57,7 +60,8 @@ OPs:
                                --mqtt over the broker (only if the supervisor allows
                                it: mqtt.allow_reset, TLS). A supervisor with no token
                                configured refuses every reset (NO_OPERATOR_TOKEN):
-                               set http.reset_token_file and restart it
+                               set http.reset_token_file and restart it. With
+                               --zone, clear only zone Z's halt
   drain [--grace D] [--reason R]
                                refuse new sagas (DRAINING) for maintenance; sagas
                                open now may finish within D (default 1m, at most
@@ -313,11 +317,14 @@ func Run(args []string, w io.Writer) error {
 		sagaID                   uint64
 		askApproval              bool
 		approvalTTL              = approval.DefaultTTL
+		zone                     string
 	)
 	switch op {
 	case "halt":
 		ofs.StringVar(&reason, "reason", "", "why (journaled, and in the halt status)")
+		ofs.StringVar(&zone, "zone", "", "halt only this zone of the configuration (zones); an unknown zone halts everything")
 	case "reset":
+		ofs.StringVar(&zone, "zone", "", "reset only this zone's halt (a full halt needs a reset without --zone)")
 		ofs.StringVar(&token, "token", "", "the operator token")
 		ofs.StringVar(&tokenFile, "token-file", "", "a file holding only the operator token (mode 0600 or 0400)")
 		ofs.StringVar(&httpURL, "http", httpURL, "the supervisor's HTTP address")
@@ -413,7 +420,7 @@ func Run(args []string, w io.Writer) error {
 	case "status":
 		return opStatus(ctx, opt, out)
 	case "halt":
-		return opHalt(ctx, opt, out, reason)
+		return opHalt(ctx, opt, out, reason, zone)
 	case "reset":
 		if token, err = g.operatorToken(token, tokenFile); err != nil {
 			return usageErr(err)
@@ -423,9 +430,9 @@ func Run(args []string, w io.Writer) error {
 			if err != nil {
 				return usageErr(err)
 			}
-			return opResetHTTP(ctx, hc, httpURL, g.timeout, out, token)
+			return opResetHTTP(ctx, hc, httpURL, g.timeout, out, token, zone)
 		}
-		return opReset(ctx, opt, out, token)
+		return opReset(ctx, opt, out, token, zone)
 	case "drain", "undrain", "quarantine", "release":
 		if token, err = g.operatorToken(token, tokenFile); err != nil {
 			return usageErr(err)

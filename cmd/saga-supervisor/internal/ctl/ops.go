@@ -59,6 +59,17 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 	} else {
 		fmt.Fprintln(w, "halted:     no")
 	}
+	for _, z := range st.Zones {
+		if z.Halted {
+			fmt.Fprintf(w, "zone:       %-10s HALTED — %s (%s)", z.Name, z.HaltWhy, strings.Join(z.Actuators, ", "))
+			if len(z.Held) > 0 {
+				fmt.Fprintf(w, "; reset held: %s", strings.Join(z.Held, "; "))
+			}
+			fmt.Fprintln(w)
+		} else {
+			fmt.Fprintf(w, "zone:       %-10s serving (%s)\n", z.Name, strings.Join(z.Actuators, ", "))
+		}
+	}
 	j := st.Journal
 	fmt.Fprintf(w, "journal:    %s, last seq %d, durable %d", j.Dir, j.LastSeq, j.Durable)
 	if j.Error != "" {
@@ -120,6 +131,9 @@ func writeStatus(w io.Writer, st *supervisor.Status) {
 const (
 	haltedText = "halted: every actuator is at its safe policy and every command is refused until an operator resets"
 	resetText  = "reset: the halt is cleared; controllers must hello again and begin new sagas"
+	// A zone's halt and reset (--zone).
+	zoneHaltedText = "halted zone %s: its actuators are at their safe policy and steps on them are refused until an operator resets the zone; the other zones keep serving"
+	zoneResetText  = "reset zone %s: its halt is cleared; sagas on it begin again"
 )
 
 // withoutLease dials without taking a lease, runs op's call, and prints
@@ -141,11 +155,17 @@ func withoutLease(ctx context.Context, opt client.Options, out *output, op, done
 	return nil
 }
 
-func opHalt(ctx context.Context, opt client.Options, out *output, reason string) error {
+func opHalt(ctx context.Context, opt client.Options, out *output, reason, zone string) error {
+	if zone != "" {
+		return withoutLease(ctx, opt, out, "halt", fmt.Sprintf(zoneHaltedText, zone), false, func(c *client.Client) error { return c.HaltZone(ctx, zone, reason) })
+	}
 	return withoutLease(ctx, opt, out, "halt", haltedText, false, func(c *client.Client) error { return c.Halt(ctx, reason) })
 }
 
-func opReset(ctx context.Context, opt client.Options, out *output, token string) error {
+func opReset(ctx context.Context, opt client.Options, out *output, token, zone string) error {
+	if zone != "" {
+		return withoutLease(ctx, opt, out, "reset", fmt.Sprintf(zoneResetText, zone), false, func(c *client.Client) error { return c.ResetZone(ctx, token, zone) })
+	}
 	return withoutLease(ctx, opt, out, "reset", resetText, true, func(c *client.Client) error { return c.Reset(ctx, token) })
 }
 
@@ -173,11 +193,18 @@ func opHello(ctx context.Context, opt client.Options, out *output) error {
 
 // opResetHTTP resets over the supervisor's HTTP API, as an operator does:
 // the token goes as a bearer token, never through the broker.
-func opResetHTTP(ctx context.Context, hc *http.Client, base string, timeout time.Duration, out *output, token string) error {
-	noticeHaltHTTP(ctx, hc, base, timeout, out, token)
+func opResetHTTP(ctx context.Context, hc *http.Client, base string, timeout time.Duration, out *output, token, zone string) error {
+	reqBody := `{"operator":"ctl"}`
+	done := resetText
+	if zone != "" {
+		b, _ := json.Marshal(map[string]string{"operator": "ctl", "zone": zone})
+		reqBody, done = string(b), fmt.Sprintf(zoneResetText, zone)
+	} else {
+		noticeHaltHTTP(ctx, hc, base, timeout, out, token)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(`{"operator":"ctl"}`))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/api/v1/reset", strings.NewReader(reqBody))
 	if err != nil {
 		return usageErr(fmt.Errorf("--http: %w", err))
 	}
@@ -199,7 +226,7 @@ func opResetHTTP(ctx context.Context, hc *http.Client, base string, timeout time
 		}
 		return out.fail("reset", &client.Error{Op: "reset", Code: body.Code, Message: body.Message})
 	}
-	out.done("reset", resetText)
+	out.done("reset", done)
 	return nil
 }
 

@@ -168,7 +168,7 @@ func newReplayer(opt Options, idx *index) (*replayer, error) {
 		w.world.Close()
 		return nil, err
 	}
-	if r.view, err = rollback.New(rollback.Config{Journal: discard{}, Actuators: w.registry, Order: r.ecfg.Order}); err != nil {
+	if r.view, err = rollback.New(rollback.Config{Journal: discard{}, Actuators: w.registry, Order: r.ecfg.Order, Zones: r.ecfg.Zones}); err != nil {
 		r.e.Close()
 		w.world.Close()
 		return nil, err
@@ -494,7 +494,19 @@ func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
 			s.Resets++
 			r.e.Reset(rec.Agent, r.e.HaltGen())
 		}
+	case rollback.RecZoneHalt:
+		// A zone the replay's configuration does not have is refused
+		// (UNKNOWN_ZONE): the report shows where things ended.
+		r.e.ZoneHalt(rec.Code, rec.Message)
+	case rollback.RecZoneReset:
+		if gen, err := r.e.ZoneGen(rec.Code); err == nil {
+			r.e.ZoneReset(rec.Agent, rec.Code, gen)
+		}
 	case rollback.RecSafe:
+		if r.zoneSafe(rec.Actuator) {
+			// A zone halt's safe move: the replay's zone halt made it.
+			break
+		}
 		if !r.origHalted && !r.parked {
 			// SAFE with no halt latched is the orderly stop's park.
 			r.parked = true
@@ -511,6 +523,21 @@ func (r *replayer) drive(seq uint64, rec *rollback.Record) error {
 		r.e.Adopt(rec.Actuator, func(float64) (float64, bool) { return target, true }, rec.Message)
 	}
 	return nil
+}
+
+// zoneSafe reports whether the actuator is in a zone the journal's view
+// has halted: its SAFE record is the zone halt's, not an orderly stop's.
+func (r *replayer) zoneSafe(actuator string) bool {
+	z := r.view.ZoneOf(actuator)
+	if z == "" {
+		return false
+	}
+	for _, zs := range r.view.Zones() {
+		if zs.Name == z {
+			return zs.Halted
+		}
+	}
+	return false
 }
 
 // open returns the replay's id of journal saga id if it is open there.
@@ -585,6 +612,7 @@ var gateCodes = map[rollback.Code]bool{
 	rollback.Code(limits.SupplyLow): true, rollback.Code(limits.SupplyHigh): true, rollback.Code(limits.SupplyUnknown): true,
 	rollback.Code(limits.SupplyStale): true, rollback.Code(limits.SupplyTripped): true,
 	rollback.Code(approval.CodeReplayed): true, rollback.Code(approval.CodeFull): true,
+	rollback.CodeZoneHalted: true,
 }
 
 // aggregate reports whether a REFUSED record is a count of refusals rather
@@ -752,6 +780,10 @@ func (r *replayer) follow(seq uint64, rec *rollback.Record, driving bool) {
 		if rec.Message != recoveryFinished && r.origHalted {
 			r.expectSafe() // recovery applies the latched halt's safe policies again
 		}
+	case rollback.RecZoneHalt:
+		// The replay's zone halt parks the zone at once; the journal's
+		// SAFE records for it follow the unwinds of the zone's sagas.
+		r.expectZoneSafe(rec.Code)
 	case rollback.RecSafe:
 		delete(r.awaitSafe, rec.Actuator)
 		if cmp {
@@ -760,6 +792,15 @@ func (r *replayer) follow(seq uint64, rec *rollback.Record, driving bool) {
 	case rollback.RecObserved:
 		if cmp {
 			r.compare(seq, rec, rec.Actuator)
+		}
+	}
+}
+
+// expectZoneSafe is expectSafe for the actuators of one zone.
+func (r *replayer) expectZoneSafe(zone string) {
+	for _, name := range r.world.registry.Names() {
+		if r.view.ZoneOf(name) == zone && r.world.registry.Get(name).Safe.Mode != actuators.SafeHold {
+			r.awaitSafe[name] = true
 		}
 	}
 }
