@@ -204,3 +204,53 @@ func TestReconcileAdoptsTheValueBeforeAMoveThatDidNotTake(t *testing.T) {
 		t.Errorf("a clean abort of the next saga ended with %+v; base was at 60 before the saga (sets %v)", last, calls)
 	}
 }
+
+// latchZoneOnCompIntent latches a zone halt while the first COMP_INTENT is
+// being synced.
+type latchZoneOnCompIntent struct {
+	*memJournal
+	e    **Engine
+	zone string
+	once sync.Once
+}
+
+func (j *latchZoneOnCompIntent) Sync() error {
+	err := j.memJournal.Sync()
+	recs := j.all()
+	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
+		j.once.Do(func() { (*j.e).ZoneLatch(j.zone, "zone e-stop") })
+	}
+	return err
+}
+
+// The same for a zone halt landing between a compensation's intent and
+// its effect: the rebuild agrees with the engine that nothing moved.
+func TestRebuildAgreesWhenAZoneHaltLandsBetweenCompIntentAndEffect(t *testing.T) {
+	var e *Engine
+	j := &latchZoneOnCompIntent{memJournal: &memJournal{}, e: &e, zone: "base"}
+	zones := func(c *Config) {
+		c.Zones = map[string][]string{"arm": {"shoulder", "elbow"}, "base": {"base"}}
+	}
+	r := newRig(t, func(c *Config) { zones(c); c.Journal = j })
+	e = r.e
+	s := r.begin(t)
+	r.step(t, s, "1", "base", 30)
+	r.step(t, s, "2", "base", 60)
+	rep, err := r.e.Abort(s, r.owner, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Steps[0].Bucket != Unresolved {
+		t.Fatalf("the zone halt did not land between the intent and the effect: %+v", rep)
+	}
+	if _, err := r.e.ZoneHalt("base", "zone e-stop"); err != nil {
+		t.Fatal(err)
+	}
+	next := newRig(t, zones)
+	j.rebuildInto(t, next.e, len(j.all()))
+	live, _ := r.e.Commanded("base")
+	rebuilt, _ := next.e.Commanded("base")
+	if live != rebuilt || live != 60 {
+		t.Errorf("base: the live engine says %g, the rebuild %g (the world: %g)", live, rebuilt, r.w.snapshot()["base"])
+	}
+}

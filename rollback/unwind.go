@@ -161,7 +161,7 @@ func (e *Engine) compensateLocked(s *saga, g group) {
 			return
 		}
 		if g.act.zoneHalted() {
-			e.settle(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted")
+			e.settleFlags(s, g, Unresolved, "not attempted: zone "+g.act.zone.name+" halted", FlagWithdrawn)
 			return
 		}
 		e.inflight.Add(1)
