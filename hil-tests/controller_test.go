@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/client"
@@ -116,4 +118,42 @@ func (r *rig) startControllerSteps(agent string, ttl time.Duration, steps []cont
 		r.t.Fatalf("controller: saga id: %v", err)
 	}
 	return p, saga
+}
+
+// tryStartControllerSteps is startControllerSteps for a caller that
+// handles a controller refused at its start (the supervisor halted by
+// something else meanwhile): a controller that exits before its saga is
+// stepped is an error, with its output, not a failed test.
+func (r *rig) tryStartControllerSteps(agent string, ttl time.Duration, steps []controllerStep) (*proc, uint64, error) {
+	r.t.Helper()
+	spec := controllerSpec{Broker: r.plan.Broker, Prefix: r.plan.Topics.Prefix, Device: r.plan.Topics.Device, Agent: agent,
+		Username: r.agentLogin(agent), Password: r.plan.AgentPassword, TTL: ttl, Steps: steps}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	p := startProc(r.t, "controller "+agent, "", []string{controllerEnv + "=1"}, bytes.NewReader(b), self)
+	var rest string
+	found := waitUntil(30*time.Second, func() bool {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			if r, ok := strings.CutPrefix(line, controllerReady); ok {
+				rest = r
+				return true
+			}
+		}
+		return p.exited()
+	})
+	if !found || rest == "" {
+		p.kill(syscall.SIGKILL)
+		return nil, 0, fmt.Errorf("controller %s did not step its saga (exited %v): %s", agent, p.exited(), strings.TrimSpace(p.out.String()))
+	}
+	var saga uint64
+	if _, err := fmt.Sscan(strings.TrimSpace(rest), &saga); err != nil {
+		r.t.Fatalf("controller: saga id: %v", err)
+	}
+	return p, saga, nil
 }

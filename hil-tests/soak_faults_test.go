@@ -272,7 +272,25 @@ func agentFault(sig syscall.Signal) func(*soak, *faultKind) time.Time {
 		}
 		s.controllers++
 		name := fmt.Sprintf("soak-controller-%d", s.controllers)
-		p, saga := s.r.startControllerSteps(name, ttl, steps)
+		p, saga, err := s.r.tryStartControllerSteps(name, ttl, steps)
+		if err != nil {
+			// Refused at its start: the supervisor halted by something
+			// else meanwhile (a serial link lost under load, say). That
+			// halt is the supervisor's to keep, and an operator's to
+			// reset; then the controller starts again.
+			st, serr := s.tryStatus()
+			if serr != nil || !st.Halted {
+				s.violate(k, "a controller could not start, the supervisor not halted: %v (status: %v)", err, serr)
+				return time.Now()
+			}
+			s.logf("  halted before the fault (%s): the operator resets, the controller starts again", st.HaltReason)
+			s.betweenHalts++
+			s.reset(k, s.journalMark())
+			if p, saga, err = s.r.tryStartControllerSteps(name, ttl, steps); err != nil {
+				s.violate(k, "a controller could not start after the reset: %v", err)
+				return time.Now()
+			}
+		}
 		s.logf("  controller %s holds saga %d: %s %g → %g", name, saga, act.Name, prior, steps[len(steps)-1].Value)
 		p.cmd.Process.Signal(sig)
 		removed := time.Now()

@@ -130,6 +130,7 @@ type soak struct {
 	daemons       []*proc         // every supervisor process, for the evidence
 	brokers       []*proc         // every mosquitto process, for the evidence
 	controllers   int             // controller processes started
+	betweenHalts  int             // halts found before a fault was injected (reset by the harness)
 	// mustFind is what the supervisor just started must find at its
 	// start and halt on (startDaemon).
 	mustFind []rollback.Mismatch
@@ -295,6 +296,9 @@ func (s *soak) report() string {
 			parts = append(parts, fmt.Sprintf("%s %d", k, out[k]))
 		}
 		fmt.Fprintf(&b, "workers: %s\n", strings.Join(parts, ", "))
+	}
+	if s.betweenHalts > 0 {
+		fmt.Fprintf(&b, "halts found before a fault was injected (none of the faults': the log names each): %d\n", s.betweenHalts)
 	}
 	fmt.Fprintf(&b, "violations: %d, harness errors: %d\n", len(s.violations), len(s.harness))
 	for _, h := range s.harness {
