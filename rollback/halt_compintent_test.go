@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // latchOnCompIntent is a Journal that latches a halt while the first
@@ -252,5 +253,68 @@ func TestRebuildAgreesWhenAZoneHaltLandsBetweenCompIntentAndEffect(t *testing.T)
 	rebuilt, _ := next.e.Commanded("base")
 	if live != rebuilt || live != 60 {
 		t.Errorf("base: the live engine says %g, the rebuild %g (the world: %g)", live, rebuilt, r.w.snapshot()["base"])
+	}
+}
+
+// latchOnCompIntentUntilSafe latches a halt while the first COMP_INTENT
+// is being synced and returns from that sync only once the halt's pass has
+// journaled a SAFE record: the order the soak saw (seed 4, fault #89).
+type latchOnCompIntentUntilSafe struct {
+	*memJournal
+	e    **Engine
+	once sync.Once
+	safe bool
+}
+
+func (j *latchOnCompIntentUntilSafe) Sync() error {
+	err := j.memJournal.Sync()
+	recs := j.all()
+	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
+		j.once.Do(func() {
+			(*j.e).Latch("supply rail tripped")
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				for _, r := range j.all() {
+					if r.Type == RecSafe {
+						j.safe = true
+						return
+					}
+				}
+			}
+		})
+	}
+	return err
+}
+
+// A halt's SAFE record lands between a compensation's COMP_INTENT and its
+// withdrawn COMP_DONE: the safe value is where the actuator is, and the
+// rebuild must not put it back at the value before the intent (the soak:
+// journal elbow 70, world and engine 45).
+func TestRebuildKeepsASafeMoveBeforeAWithdrawnCompensation(t *testing.T) {
+	var e *Engine
+	j := &latchOnCompIntentUntilSafe{memJournal: &memJournal{}, e: &e}
+	r := newRig(t, func(c *Config) { c.Journal = j })
+	e = r.e
+	s := r.begin(t)
+	r.step(t, s, "1", "shoulder", 30)
+	r.step(t, s, "2", "shoulder", 60)
+	rep, err := r.e.Abort(s, r.owner, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.safe {
+		t.Fatal("no SAFE journaled while the COMP_INTENT was syncing: the order under test did not happen")
+	}
+	if rep.Steps[0].Bucket != Unresolved {
+		t.Fatalf("the halt did not land between the intent and the effect: %+v", rep)
+	}
+	if _, err := r.e.Halt("supply rail tripped"); err != nil {
+		t.Fatal(err)
+	}
+	next := newRig(t, nil)
+	j.rebuildInto(t, next.e, len(j.all()))
+	live, _ := r.e.Commanded("shoulder")
+	rebuilt, _ := next.e.Commanded("shoulder")
+	if live != rebuilt || live != r.w.snapshot()["shoulder"] {
+		t.Errorf("shoulder: the live engine says %g, the rebuild %g, the world %g", live, rebuilt, r.w.snapshot()["shoulder"])
 	}
 }

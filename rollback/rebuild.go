@@ -209,10 +209,13 @@ func (e *Engine) applyLocked(r *Record) error {
 			return nil
 		}
 		switch {
-		case b == Unresolved && r.Flags&FlagWithdrawn != 0 && sp.act.altOK:
+		case b == Unresolved && r.Flags&FlagWithdrawn != 0 && sp.act.altOK && sp.act.commanded == sp.compTarget:
 			// The compensation's intent was withdrawn before its effect
 			// (FlagWithdrawn): the actuator is where it was before the
-			// intent, as the engine that wrote it went on believing.
+			// intent, as the engine that wrote it went on believing —
+			// unless a record since moved it (a halt's SAFE, journaled
+			// while the unwind waited on the intent's sync: the rebuild
+			// then keeps the SAFE's values, as the engine did).
 			sp.act.commanded, sp.act.altOK = sp.act.alt, false
 		case b == Compensated && sp.outcome != Failed:
 			sp.act.commanded, sp.act.altOK = sp.compTarget, false
