@@ -129,12 +129,15 @@ func installSyncFilter() (int, error) {
 		if errno == 0 {
 			return int(fd), nil
 		}
-		if errno != unix.EINVAL {
+		// EINVAL: a kernel before 5.5 (or without the killable flag);
+		// ENOSYS: no seccomp at all, as under qemu-user, which does not
+		// pass seccomp through to the host kernel.
+		if errno != unix.EINVAL && errno != unix.ENOSYS {
 			return -1, fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER): %w", errno)
 		}
 		err = errno
 	}
-	return -1, fmt.Errorf("seccomp user notification is not available (Linux 5.5 or later; not in this container?): %w", err)
+	return -1, fmt.Errorf("seccomp user notification is not available (Linux 5.5 or later; not in this container or under qemu-user?): %w", err)
 }
 
 // seccompNotif and seccompNotifResp are the kernel's struct seccomp_notif
