@@ -133,7 +133,7 @@ cross:
 # unstripped twin), and fails if the stripped arm64 binary is over
 # SIZE_BUDGET bytes (docs/DESIGN.md, "Memory": what it is made of, and why
 # no templates and no client_golang).
-SIZE_BUDGET ?= 12000000
+SIZE_BUDGET ?= 13000000
 size: cross
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/saga-supervisor-linux-amd64 $(PKG)
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o bin/saga-supervisor-linux-arm64.unstripped $(PKG)

@@ -7,7 +7,7 @@
 # symbol table, which internal/tools/binsize reads.
 set -euo pipefail
 GO=${GO:-go}
-BUDGET=${SIZE_BUDGET:-12000000}   # bytes: 12 MB
+BUDGET=${SIZE_BUDGET:-13000000}   # bytes: 13 MB
 TOP=${SIZE_TOP:-15}
 
 printf '%-36s %12s %9s\n' binary bytes MB
