@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// latchOnCompIntent is a Journal that latches a halt while the first
-// COMP_INTENT is being synced: the halt lands between a compensation's
-// durable intent and its effect.
+// latchOnCompIntent is a Journal that runs at (once) while the first
+// COMP_INTENT is being synced: a halt latched there lands between a
+// compensation's durable intent and its effect. at defaults to a full
+// halt's latch.
 type latchOnCompIntent struct {
 	*memJournal
 	e    **Engine
+	at   func(*Engine)
 	once sync.Once
 }
 
@@ -21,7 +23,13 @@ func (j *latchOnCompIntent) Sync() error {
 	err := j.memJournal.Sync()
 	recs := j.all()
 	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
-		j.once.Do(func() { (*j.e).Latch("e-stop") })
+		j.once.Do(func() {
+			if j.at == nil {
+				(*j.e).Latch("e-stop")
+				return
+			}
+			j.at(*j.e)
+		})
 	}
 	return err
 }
@@ -206,29 +214,11 @@ func TestReconcileAdoptsTheValueBeforeAMoveThatDidNotTake(t *testing.T) {
 	}
 }
 
-// latchZoneOnCompIntent latches a zone halt while the first COMP_INTENT is
-// being synced.
-type latchZoneOnCompIntent struct {
-	*memJournal
-	e    **Engine
-	zone string
-	once sync.Once
-}
-
-func (j *latchZoneOnCompIntent) Sync() error {
-	err := j.memJournal.Sync()
-	recs := j.all()
-	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
-		j.once.Do(func() { (*j.e).ZoneLatch(j.zone, "zone e-stop") })
-	}
-	return err
-}
-
 // The same for a zone halt landing between a compensation's intent and
 // its effect: the rebuild agrees with the engine that nothing moved.
 func TestRebuildAgreesWhenAZoneHaltLandsBetweenCompIntentAndEffect(t *testing.T) {
 	var e *Engine
-	j := &latchZoneOnCompIntent{memJournal: &memJournal{}, e: &e, zone: "base"}
+	j := &latchOnCompIntent{memJournal: &memJournal{}, e: &e, at: func(e *Engine) { e.ZoneLatch("base", "zone e-stop") }}
 	zones := func(c *Config) {
 		c.Zones = map[string][]string{"arm": {"shoulder", "elbow"}, "base": {"base"}}
 	}
@@ -256,42 +246,25 @@ func TestRebuildAgreesWhenAZoneHaltLandsBetweenCompIntentAndEffect(t *testing.T)
 	}
 }
 
-// latchOnCompIntentUntilSafe latches a halt while the first COMP_INTENT
-// is being synced and returns from that sync only once the halt's pass has
-// journaled a SAFE record: the order the soak saw (seed 4, fault #89).
-type latchOnCompIntentUntilSafe struct {
-	*memJournal
-	e    **Engine
-	once sync.Once
-	safe bool
-}
-
-func (j *latchOnCompIntentUntilSafe) Sync() error {
-	err := j.memJournal.Sync()
-	recs := j.all()
-	if len(recs) > 0 && recs[len(recs)-1].Type == RecCompIntent {
-		j.once.Do(func() {
-			(*j.e).Latch("supply rail tripped")
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				for _, r := range j.all() {
-					if r.Type == RecSafe {
-						j.safe = true
-						return
-					}
-				}
-			}
-		})
-	}
-	return err
-}
-
 // A halt's SAFE record lands between a compensation's COMP_INTENT and its
 // withdrawn COMP_DONE: the safe value is where the actuator is, and the
 // rebuild must not put it back at the value before the intent (the soak:
 // journal elbow 70, world and engine 45).
 func TestRebuildKeepsASafeMoveBeforeAWithdrawnCompensation(t *testing.T) {
 	var e *Engine
-	j := &latchOnCompIntentUntilSafe{memJournal: &memJournal{}, e: &e}
+	// The halt latches while the COMP_INTENT syncs, and that sync returns
+	// only once the halt's pass has journaled a SAFE record: the order the
+	// soak saw (seed 4, fault #89).
+	safe := false
+	var j *latchOnCompIntent
+	j = &latchOnCompIntent{memJournal: &memJournal{}, e: &e, at: func(e *Engine) {
+		e.Latch("supply rail tripped")
+		for deadline := time.Now().Add(5 * time.Second); !safe && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			for _, r := range j.all() {
+				safe = safe || r.Type == RecSafe
+			}
+		}
+	}}
 	r := newRig(t, func(c *Config) { c.Journal = j })
 	e = r.e
 	s := r.begin(t)
@@ -301,7 +274,7 @@ func TestRebuildKeepsASafeMoveBeforeAWithdrawnCompensation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !j.safe {
+	if !safe {
 		t.Fatal("no SAFE journaled while the COMP_INTENT was syncing: the order under test did not happen")
 	}
 	if rep.Steps[0].Bucket != Unresolved {

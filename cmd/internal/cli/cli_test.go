@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"testing"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // statusOf is what main exits with for each kind of error a command
@@ -38,10 +40,7 @@ func TestIndent(t *testing.T) {
 
 // TestShellQuote: a word the shell reads back as it was written.
 func TestShellQuote(t *testing.T) {
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
+	sh := testtool.Need(t, "dash", "sh") // under CI a missing sh fails
 	for _, s := range []string{"./saga-data/operator-token", "/etc/saga supervisor/x.yaml", "it's", "$(rm -rf /)", "a\"b", "", "-x", "~/a", "*"} {
 		q := ShellQuote(s)
 		out, err := exec.Command(sh, "-c", "printf %s "+q).Output()
