@@ -1,12 +1,13 @@
 // Package daemon assembles saga-supervisor from a configuration, in one
 // place and one order: the embedded MQTT broker (locked by the config's
 // logins and ACL), the HTTP listener, the drivers, the MQTT transport, the
-// supervisor — crash recovery first — then the HTTP endpoints, and only
-// then the transport's connection, which never holds them up. `run`, the
-// demo and the tests' harness all start it through Start, so they run one
-// production path, and nothing is bound late: the transport is built
-// before the supervisor (its Publisher) and connected after it (its
-// Handler).
+// supervisor — crash recovery first, with HTTP's start-up handler (the
+// status, /readyz and the halt) answering from the moment the journal is
+// open — then the full HTTP endpoints, and only then the transport's
+// connection, which never holds them up. `run`, the demo and the tests'
+// harness all start it through Start, so they run one production path,
+// and nothing is bound late: the transport is built before the supervisor
+// (its Publisher) and connected after it (its Handler).
 package daemon
 
 import (
@@ -189,29 +190,27 @@ func Start(opt Options) (_ *Daemon, err error) {
 			Publish: func(b []byte) { tr.Publish(topic, true, b) }})
 		d.Built.Options.OnRefresh = d.fleet.Update
 	}
-	// Recovery runs inside New: every saga a previous process left open is
-	// finished before anything else can move or the daemon reports ready.
-	if d.Sup, err = supervisor.New(d.Built.Options); err != nil {
+	// The supervisor is made first, its journal not yet opened, so that
+	// HTTP can serve behind its guard while Open recovers: from the moment
+	// the journal is open, /readyz, the status and POST /api/v1/halt
+	// answer (the start-up handler), however long recovery reads back
+	// the actuators; a halt there latches before recovery moves anything.
+	var startServing func()
+	d.Built.Options.JournalOpened = func() {
+		if startServing != nil {
+			startServing()
+		}
+	}
+	sup, err := supervisor.Prepare(d.Built.Options)
+	if err != nil {
 		return nil, err
 	}
-	// The account of the recovery is in the log before anything can see
-	// the daemon ready (MQTT status or /readyz).
-	rec := d.Sup.Recovered()
-	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.RebuiltRecords, "recovered_sagas", len(rec.Reports), "took", rec.Took)
-	for _, rep := range rec.Reports {
-		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
-	}
-	if d.Broker != nil {
-		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
-	}
-	// HTTP serves from here on, before the transport starts: /readyz,
-	// the status, the dashboard and its halt answer whatever the broker
-	// does (it may be down for as long as it likes; the transport keeps
-	// retrying in the background and /readyz says why it is not ready).
+	var handoff *supervisor.HandOff
 	if d.httpLn != nil {
+		handoff = supervisor.NewHandOff(sup.StartupHTTPHandler())
 		// Every request passes the Host and Origin checks first.
 		// Then the login (http.login: on by default beyond loopback).
-		guarded, err := d.Sup.GuardHTTP(d.Sup.HTTPHandler(), supervisor.HTTPGuard{
+		guarded, err := sup.GuardHTTP(handoff, supervisor.HTTPGuard{
 			Listen: cfg.HTTP.Listen, Bound: d.httpLn.Addr().String(), AllowedHosts: cfg.HTTP.AllowedHosts,
 			Login: &supervisor.HTTPLogin{Required: cfg.HTTP.Login, ViewerToken: cfg.HTTP.ViewerToken.Reveal(),
 				SessionTTL: cfg.HTTP.SessionTTL, Secure: d.HTTPCert != nil, HSTS: cfg.HTTP.TLS.HSTS}})
@@ -233,11 +232,42 @@ func Start(opt Options) (_ *Daemon, err error) {
 			d.httpSrv.ErrorLog = slog.NewLogLogger(lg.With("component", "http").Handler(), slog.LevelDebug)
 			serve = func() error { return d.httpSrv.ServeTLS(d.httpLn, "", "") }
 		}
-		go func() {
-			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
-				d.httpErr <- err
-			}
-		}()
+		startServing = func() {
+			go func() {
+				if err := serve(); !errors.Is(err, http.ErrServerClosed) {
+					d.httpErr <- err
+				}
+			}()
+			lg.Info("journal opened: http serving /readyz, the status and POST /api/v1/halt while recovery runs",
+				"dir", cfg.Journal.Dir, "addr", d.httpLn.Addr().String())
+		}
+	}
+	// Recovery runs inside Open: every saga a previous process left open
+	// is finished before anything else can move or the daemon reports
+	// ready.
+	if err = sup.Open(); err != nil {
+		return nil, err
+	}
+	d.Sup = sup
+	if handoff != nil {
+		handoff.Switch(d.Sup.HTTPHandler()) // the full API, behind the same guard (its sessions carry over)
+	}
+	// The account of the recovery is in the log before anything can see
+	// the daemon ready (MQTT status or /readyz).
+	rec := d.Sup.Recovered()
+	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.RebuiltRecords, "recovered_sagas", len(rec.Reports), "took", rec.Took)
+	for _, rep := range rec.Reports {
+		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
+	}
+	if d.Broker != nil {
+		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
+	}
+	// The full API serves from here on, before the transport starts:
+	// /readyz, the status, the dashboard and its halt answer whatever the
+	// broker does (it may be down for as long as it likes; the transport
+	// keeps retrying in the background and /readyz says why it is not
+	// ready).
+	if handoff != nil {
 		lg.Info("http serving", "addr", d.httpLn.Addr().String())
 	}
 	var h mqtt.Handler = d.Sup
@@ -304,8 +334,9 @@ func (d *Daemon) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		d.httpSrv.Shutdown(ctx)
 		cancel()
-	} else if d.httpLn != nil {
-		d.httpLn.Close()
+	}
+	if d.httpLn != nil {
+		d.httpLn.Close() // never served, if recovery failed before the journal opened
 	}
 	if d.Built != nil {
 		d.Built.Close()
