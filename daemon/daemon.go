@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -91,6 +92,12 @@ type Daemon struct {
 	fleet        *fleet.Publisher
 	stopAnnounce context.CancelFunc
 	announceDone chan struct{}
+	// stopWait ends the wait of the transport's start for the embedded
+	// broker's port (in use by another process at start); waitDone is
+	// closed when that goroutine has returned.
+	stopWait chan struct{}
+	waitDone chan struct{}
+	stopOnce sync.Once
 }
 
 // Start builds and starts a daemon. Any failure — a broker or HTTP address
@@ -165,7 +172,11 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if d.Built, err = supervisor.FromConfig(cfg, lg); err != nil {
+	var bo supervisor.BuildOptions
+	if d.Broker != nil {
+		bo.BrokerUp = d.Broker.Broker.Up() // mqtt devices dial our broker, never a stranger's on its port
+	}
+	if d.Built, err = supervisor.FromConfigWith(cfg, lg, bo); err != nil {
 		return nil, err
 	}
 	var pub supervisor.Publisher = d.Transport
@@ -181,6 +192,11 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// The broker link is a safety input: while either connection is down
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.
+	if d.Broker != nil {
+		// Its address in use by another process: not ready, naming it,
+		// until the listen (retried) is ours.
+		d.Built.Options.Inputs = append(d.Built.Options.Inputs, brokerInput{d.Broker.Broker})
+	}
 	d.Built.Options.Inputs = append(d.Built.Options.Inputs, d.Transport)
 	if cfg.MQTT.Fleet.Enabled || cfg.MQTT.HomeAssistant.Enabled {
 		// The summary is published from the fleet's own goroutine; the
@@ -274,20 +290,55 @@ func Start(opt Options) (_ *Daemon, err error) {
 	if opt.WrapHandler != nil {
 		h = opt.WrapHandler(h)
 	}
-	if err = d.Transport.Start(h); err != nil {
-		return nil, err
+	startMQTT := func() error {
+		if err := d.Transport.Start(h); err != nil {
+			return err
+		}
+		d.Sup.Refresh() // ready now if the broker is there, not a poll later
+		if cfg.MQTT.HomeAssistant.Enabled {
+			ctx, cancel := context.WithCancel(context.Background())
+			d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
+			go func() {
+				defer close(d.announceDone)
+				announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
+			}()
+		}
+		return nil
 	}
-	d.Sup.Refresh() // ready now if the broker is there, not a poll later
-	if cfg.MQTT.HomeAssistant.Enabled {
-		ctx, cancel := context.WithCancel(context.Background())
-		d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
-		go func() {
-			defer close(d.announceDone)
-			announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
-		}()
+	if d.Broker != nil {
+		select {
+		case <-d.Broker.Broker.Up():
+		default:
+			// Another process holds the embedded broker's port: the
+			// transport dials it once it is ours, never before (it would
+			// send our login to a stranger's broker).
+			d.stopWait, d.waitDone = make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(d.waitDone)
+				select {
+				case <-d.Broker.Broker.Up():
+				case <-d.stopWait:
+					return
+				}
+				if err := startMQTT(); err != nil {
+					lg.Error("mqtt: the transport did not start", "err", err)
+				}
+			}()
+			return d, nil
+		}
+	}
+	if err = startMQTT(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
+
+// brokerInput is the embedded broker as a safety input: not ready while
+// its address is in use by another process.
+type brokerInput struct{ b *embedded.Broker }
+
+func (brokerInput) Name() string   { return "mqtt broker" }
+func (i brokerInput) Ready() error { return i.b.Listening() }
 
 // HTTPAddr is the address HTTP listens on ("" when off).
 func (d *Daemon) HTTPAddr() string {
@@ -317,6 +368,12 @@ func (d *Daemon) Err() <-chan error { return d.httpErr }
 // embedded broker stops. It is safe on a partly started daemon.
 func (d *Daemon) Close() error {
 	var errs []error
+	if d.stopWait != nil {
+		// The transport's start waiting for the broker's port: ended
+		// (or finished) before anything it starts is read below.
+		d.stopOnce.Do(func() { close(d.stopWait) })
+		<-d.waitDone
+	}
 	if d.stopAnnounce != nil {
 		d.stopAnnounce()
 		<-d.announceDone
