@@ -1,12 +1,13 @@
 // Package daemon assembles saga-supervisor from a configuration, in one
 // place and one order: the embedded MQTT broker (locked by the config's
 // logins and ACL), the HTTP listener, the drivers, the MQTT transport, the
-// supervisor — crash recovery first — then the HTTP endpoints, and only
-// then the transport's connection, which never holds them up. `run`, the
-// demo and the tests' harness all start it through Start, so they run one
-// production path, and nothing is bound late: the transport is built
-// before the supervisor (its Publisher) and connected after it (its
-// Handler).
+// supervisor — crash recovery first, with HTTP's start-up handler (the
+// status, /readyz and the halt) answering from the moment the journal is
+// open — then the full HTTP endpoints, and only then the transport's
+// connection, which never holds them up. `run`, the demo and the tests'
+// harness all start it through Start, so they run one production path,
+// and nothing is bound late: the transport is built before the supervisor
+// (its Publisher) and connected after it (its Handler).
 package daemon
 
 import (
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
@@ -90,6 +92,12 @@ type Daemon struct {
 	fleet        *fleet.Publisher
 	stopAnnounce context.CancelFunc
 	announceDone chan struct{}
+	// stopWait ends the wait of the transport's start for the embedded
+	// broker's port (in use by another process at start); waitDone is
+	// closed when that goroutine has returned.
+	stopWait chan struct{}
+	waitDone chan struct{}
+	stopOnce sync.Once
 }
 
 // Start builds and starts a daemon. Any failure — a broker or HTTP address
@@ -164,7 +172,11 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if d.Built, err = supervisor.FromConfig(cfg, lg); err != nil {
+	var bo supervisor.BuildOptions
+	if d.Broker != nil {
+		bo.BrokerUp = d.Broker.Broker.Up() // mqtt devices dial our broker, never a stranger's on its port
+	}
+	if d.Built, err = supervisor.FromConfigWith(cfg, lg, bo); err != nil {
 		return nil, err
 	}
 	var pub supervisor.Publisher = d.Transport
@@ -180,6 +192,11 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// The broker link is a safety input: while either connection is down
 	// no command or e-stop can arrive over MQTT, and the daemon says so —
 	// /readyz, /api/v1/status and, once it is back, the retained status.
+	if d.Broker != nil {
+		// Its address in use by another process: not ready, naming it,
+		// until the listen (retried) is ours.
+		d.Built.Options.Inputs = append(d.Built.Options.Inputs, brokerInput{d.Broker.Broker})
+	}
 	d.Built.Options.Inputs = append(d.Built.Options.Inputs, d.Transport)
 	if cfg.MQTT.Fleet.Enabled || cfg.MQTT.HomeAssistant.Enabled {
 		// The summary is published from the fleet's own goroutine; the
@@ -189,29 +206,27 @@ func Start(opt Options) (_ *Daemon, err error) {
 			Publish: func(b []byte) { tr.Publish(topic, true, b) }})
 		d.Built.Options.OnRefresh = d.fleet.Update
 	}
-	// Recovery runs inside New: every saga a previous process left open is
-	// finished before anything else can move or the daemon reports ready.
-	if d.Sup, err = supervisor.New(d.Built.Options); err != nil {
+	// The supervisor is made first, its journal not yet opened, so that
+	// HTTP can serve behind its guard while Open recovers: from the moment
+	// the journal is open, /readyz, the status and POST /api/v1/halt
+	// answer (the start-up handler), however long recovery reads back
+	// the actuators; a halt there latches before recovery moves anything.
+	var startServing func()
+	d.Built.Options.JournalOpened = func() {
+		if startServing != nil {
+			startServing()
+		}
+	}
+	sup, err := supervisor.Prepare(d.Built.Options)
+	if err != nil {
 		return nil, err
 	}
-	// The account of the recovery is in the log before anything can see
-	// the daemon ready (MQTT status or /readyz).
-	rec := d.Sup.Recovered()
-	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.RebuiltRecords, "recovered_sagas", len(rec.Reports), "took", rec.Took)
-	for _, rep := range rec.Reports {
-		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
-	}
-	if d.Broker != nil {
-		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
-	}
-	// HTTP serves from here on, before the transport starts: /readyz,
-	// the status, the dashboard and its halt answer whatever the broker
-	// does (it may be down for as long as it likes; the transport keeps
-	// retrying in the background and /readyz says why it is not ready).
+	var handoff *supervisor.HandOff
 	if d.httpLn != nil {
+		handoff = supervisor.NewHandOff(sup.StartupHTTPHandler())
 		// Every request passes the Host and Origin checks first.
 		// Then the login (http.login: on by default beyond loopback).
-		guarded, err := d.Sup.GuardHTTP(d.Sup.HTTPHandler(), supervisor.HTTPGuard{
+		guarded, err := sup.GuardHTTP(handoff, supervisor.HTTPGuard{
 			Listen: cfg.HTTP.Listen, Bound: d.httpLn.Addr().String(), AllowedHosts: cfg.HTTP.AllowedHosts,
 			Login: &supervisor.HTTPLogin{Required: cfg.HTTP.Login, ViewerToken: cfg.HTTP.ViewerToken.Reveal(),
 				SessionTTL: cfg.HTTP.SessionTTL, Secure: d.HTTPCert != nil, HSTS: cfg.HTTP.TLS.HSTS}})
@@ -233,31 +248,97 @@ func Start(opt Options) (_ *Daemon, err error) {
 			d.httpSrv.ErrorLog = slog.NewLogLogger(lg.With("component", "http").Handler(), slog.LevelDebug)
 			serve = func() error { return d.httpSrv.ServeTLS(d.httpLn, "", "") }
 		}
-		go func() {
-			if err := serve(); !errors.Is(err, http.ErrServerClosed) {
-				d.httpErr <- err
-			}
-		}()
+		startServing = func() {
+			go func() {
+				if err := serve(); !errors.Is(err, http.ErrServerClosed) {
+					d.httpErr <- err
+				}
+			}()
+			lg.Info("journal opened: http serving /readyz, the status and POST /api/v1/halt while recovery runs",
+				"dir", cfg.Journal.Dir, "addr", d.httpLn.Addr().String())
+		}
+	}
+	// Recovery runs inside Open: every saga a previous process left open
+	// is finished before anything else can move or the daemon reports
+	// ready.
+	if err = sup.Open(); err != nil {
+		return nil, err
+	}
+	d.Sup = sup
+	if handoff != nil {
+		handoff.Switch(d.Sup.HTTPHandler()) // the full API, behind the same guard (its sessions carry over)
+	}
+	// The account of the recovery is in the log before anything can see
+	// the daemon ready (MQTT status or /readyz).
+	rec := d.Sup.Recovered()
+	lg.Info("journal taken over", "dir", cfg.Journal.Dir, "records", rec.RebuiltRecords, "recovered_sagas", len(rec.Reports), "took", rec.Took)
+	for _, rep := range rec.Reports {
+		lg.Warn("recovered: "+rep.Verdict(), "report", rep.String())
+	}
+	if d.Broker != nil {
+		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
+	}
+	// The full API serves from here on, before the transport starts:
+	// /readyz, the status, the dashboard and its halt answer whatever the
+	// broker does (it may be down for as long as it likes; the transport
+	// keeps retrying in the background and /readyz says why it is not
+	// ready).
+	if handoff != nil {
 		lg.Info("http serving", "addr", d.httpLn.Addr().String())
 	}
 	var h mqtt.Handler = d.Sup
 	if opt.WrapHandler != nil {
 		h = opt.WrapHandler(h)
 	}
-	if err = d.Transport.Start(h); err != nil {
-		return nil, err
+	startMQTT := func() error {
+		if err := d.Transport.Start(h); err != nil {
+			return err
+		}
+		d.Sup.Refresh() // ready now if the broker is there, not a poll later
+		if cfg.MQTT.HomeAssistant.Enabled {
+			ctx, cancel := context.WithCancel(context.Background())
+			d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
+			go func() {
+				defer close(d.announceDone)
+				announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
+			}()
+		}
+		return nil
 	}
-	d.Sup.Refresh() // ready now if the broker is there, not a poll later
-	if cfg.MQTT.HomeAssistant.Enabled {
-		ctx, cancel := context.WithCancel(context.Background())
-		d.stopAnnounce, d.announceDone = cancel, make(chan struct{})
-		go func() {
-			defer close(d.announceDone)
-			announce(ctx, d.Transport, cfg, opt.Version, lg.With("component", "homeassistant"))
-		}()
+	if d.Broker != nil {
+		select {
+		case <-d.Broker.Broker.Up():
+		default:
+			// Another process holds the embedded broker's port: the
+			// transport dials it once it is ours, never before (it would
+			// send our login to a stranger's broker).
+			d.stopWait, d.waitDone = make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(d.waitDone)
+				select {
+				case <-d.Broker.Broker.Up():
+				case <-d.stopWait:
+					return
+				}
+				if err := startMQTT(); err != nil {
+					lg.Error("mqtt: the transport did not start", "err", err)
+				}
+			}()
+			return d, nil
+		}
+	}
+	if err = startMQTT(); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
+
+// brokerInput is the embedded broker as a safety input: not ready while
+// its address is in use by another process.
+type brokerInput struct{ b *embedded.Broker }
+
+func (brokerInput) Name() string   { return "mqtt broker" }
+func (i brokerInput) Ready() error { return i.b.Listening() }
 
 // HTTPAddr is the address HTTP listens on ("" when off).
 func (d *Daemon) HTTPAddr() string {
@@ -287,6 +368,12 @@ func (d *Daemon) Err() <-chan error { return d.httpErr }
 // embedded broker stops. It is safe on a partly started daemon.
 func (d *Daemon) Close() error {
 	var errs []error
+	if d.stopWait != nil {
+		// The transport's start waiting for the broker's port: ended
+		// (or finished) before anything it starts is read below.
+		d.stopOnce.Do(func() { close(d.stopWait) })
+		<-d.waitDone
+	}
 	if d.stopAnnounce != nil {
 		d.stopAnnounce()
 		<-d.announceDone
@@ -304,8 +391,9 @@ func (d *Daemon) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		d.httpSrv.Shutdown(ctx)
 		cancel()
-	} else if d.httpLn != nil {
-		d.httpLn.Close()
+	}
+	if d.httpLn != nil {
+		d.httpLn.Close() // never served, if recovery failed before the journal opened
 	}
 	if d.Built != nil {
 		d.Built.Close()

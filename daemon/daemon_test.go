@@ -102,11 +102,25 @@ func TestBusyPortsFailStart(t *testing.T) {
 	}
 	d.Close()
 
+	// The embedded broker's port in use by another process is no failed
+	// start: the daemon is up, not ready naming the address, and the
+	// broker listens (MQTT starts) once the port is free.
 	cfg = testConfig(t)
 	cfg.MQTT.Listen = busy.Addr().String()
-	if d, err := Start(Options{Config: cfg}); err == nil {
-		d.Close()
-		t.Fatal("the embedded broker on a busy port started")
+	d, err = Start(Options{Config: cfg})
+	if err != nil {
+		t.Fatalf("the embedded broker on a busy port: %v", err)
+	}
+	defer d.Close()
+	d.Sup.Refresh()
+	if ready, reasons := d.Sup.Readiness(); ready || !strings.Contains(strings.Join(reasons, "\n"), "input mqtt broker: "+busy.Addr().String()+" in use by another process") {
+		t.Fatalf("ready %v, reasons %q: want not ready, naming the address in use", ready, reasons)
+	}
+	busy.Close()
+	select {
+	case <-d.Broker.Broker.Up():
+	case <-time.After(testtool.Slow(10 * time.Second)):
+		t.Fatal("the broker does not listen 10 s after its port was freed")
 	}
 }
 

@@ -20,8 +20,14 @@ type Options struct {
 	// HaltFirst, if set, is asked after the state is rebuilt from the
 	// journal and before open sagas are finished; a non-empty answer (an
 	// e-stop found pressed at start) latches halt first, so that recovery
-	// moves nothing but the safe policies: open sagas end unresolved.
-	HaltFirst func() string
+	// moves nothing but the safe policies: open sagas end unresolved. It
+	// is given the engine: from then on the caller may latch a halt on it
+	// (Engine.Latch) at any moment, and Recover checks that latch before
+	// every compensation it drives.
+	HaltFirst func(*rollback.Engine) string
+	// Opened, if set, is called once the journal is open and locked,
+	// before the rebuild: the daemon starts answering HTTP from there.
+	Opened func()
 	// Progress, if set, is called as recovery moves on: after the journal
 	// is opened and verified, every 4096 records applied in the rebuild,
 	// and before and after open sagas are finished (the daemon extends
@@ -101,6 +107,9 @@ func Open(opt Options) (_ *Result, err error) {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	res.Opened = res.Log.OpenReport()
+	if opt.Opened != nil {
+		opt.Opened()
+	}
 	progress := func() {
 		if opt.Progress != nil {
 			opt.Progress()
@@ -186,7 +195,7 @@ func Open(opt Options) (_ *Result, err error) {
 			"): what was read is adopted; check the robot, then reset")
 	}
 	if opt.HaltFirst != nil {
-		if why := opt.HaltFirst(); why != "" {
+		if why := opt.HaltFirst(res.Engine); why != "" {
 			haltWhy = append(haltWhy, why)
 		}
 	}

@@ -190,7 +190,7 @@ func TestHaltFirstRecoversWithoutMoving(t *testing.T) {
 	sets := func() uint64 { return r.servos["base"].Sets() + r.servos["elbow"].Sets() }
 	before := sets()
 	opt := options(t, r, img, rollback.EveryStep)
-	opt.HaltFirst = func() string { return "estop: pressed at start" }
+	opt.HaltFirst = func(*rollback.Engine) string { return "estop: pressed at start" }
 	res, err = recovery.Open(opt)
 	if err != nil {
 		t.Fatal(err)

@@ -30,11 +30,25 @@ func (b *Built) Close() error { return b.env.Close() }
 // supervisor/wiring opens each kind), and every other option, from a
 // configuration.
 func FromConfig(cfg *config.Config, lg *slog.Logger) (*Built, error) {
+	return FromConfigWith(cfg, lg, BuildOptions{})
+}
+
+// BuildOptions are what FromConfigWith takes beyond the configuration.
+type BuildOptions struct {
+	// BrokerUp, if set, is closed once the embedded broker listens on its
+	// address (embedded.Broker.Up): MQTT-attached actuators dial it only
+	// then, never a stranger's broker holding the port meanwhile.
+	BrokerUp <-chan struct{}
+}
+
+// FromConfigWith is FromConfig with bo.
+func FromConfigWith(cfg *config.Config, lg *slog.Logger, bo BuildOptions) (*Built, error) {
 	line := &HaltLine{}
 	if cfg.EStop.Zone != "" {
 		line.Zones = map[string]string{"estop": cfg.EStop.Zone}
 	}
 	env := wiring.NewEnv(cfg, lg, line.Trigger)
+	env.BrokerUp = bo.BrokerUp
 	b := &Built{env: env}
 	fail := func(err error) (*Built, error) {
 		b.Close()

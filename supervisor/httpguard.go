@@ -238,7 +238,14 @@ func guardedOp(r *http.Request) api.Op {
 // (refusals.go): past it, the lanes' tally journals them in aggregate, so
 // a page that keeps trying cannot fill the disk. Only enqueued: nothing
 // here waits on the journal.
+//
+// While Open recovers (the start-up handler serves) the journal is
+// recovery's: the refusal is logged, not journaled.
 func (s *Supervisor) journalHTTPRefusal(op api.Op, code, msg string) {
+	if !s.opened.Load() {
+		s.log.Warn("http: refused while recovering the journal (logged, not journaled)", "op", op, "code", code, "msg", msg)
+		return
+	}
 	if !s.refusals.allow(httpAgent) {
 		s.lanes.CountJournalOnly(httpAgent, op, code)
 		return

@@ -2,10 +2,12 @@ package supervisor
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/rollback"
 )
 
 // Input is a safety input the supervisor watches: an e-stop, a link to a
@@ -17,13 +19,23 @@ type Input interface {
 }
 
 // HaltLine carries halts from inputs that exist before the Supervisor does
-// (an e-stop's press callback is wired when the pin is opened) to the
-// Supervisor once New has made it. A halt triggered before then is kept:
-// New asks for it before crash recovery, so that a robot whose e-stop is
-// found pressed at start is halted before recovery moves anything.
+// (an e-stop's press callback is wired when the pin is opened, the HTTP
+// start-up handler serves while recovery runs) to the Supervisor once New
+// has made it. It goes through three stages, and a halt is never lost
+// between them:
+//
+//   - before crash recovery has an engine, a halt is kept (pending);
+//     recovery asks for it before it finishes any open saga, so a robot
+//     whose e-stop is found pressed at start is halted before recovery
+//     moves anything;
+//   - from that moment until New returns, a halt latches the recovering
+//     engine at once (rollback.Engine.Latch: an atomic latch, no I/O),
+//     which Recover checks before every compensation it drives;
+//   - then it halts the Supervisor.
 type HaltLine struct {
 	mu      sync.Mutex
 	sup     *Supervisor
+	eng     *rollback.Engine // the recovering engine, until sup is bound
 	pending string
 	// Zones binds sources to zones (estop.zone): their halts halt the
 	// zone. Set before the line is used. A zone's halt triggered before
@@ -32,41 +44,74 @@ type HaltLine struct {
 	Zones map[string]string
 }
 
+// maxPendingReason bounds the reasons a pending halt keeps: a flood of
+// halts before recovery keeps the latch, not every reason.
+const maxPendingReason = 1024
+
 // Trigger halts the supervisor, or remembers the halt until there is one.
+// It never waits on I/O: at every stage it takes one short lock and, at
+// most, latches.
 func (h *HaltLine) Trigger(source, reason string) {
+	why := source
+	if reason != "" {
+		why += ": " + reason
+	}
 	h.mu.Lock()
-	sup := h.sup
+	sup, eng := h.sup, h.eng
 	if z := h.Zones[source]; z != "" && sup != nil {
 		h.mu.Unlock()
 		sup.HaltZone(z, source, reason)
 		return
 	}
-	if sup == nil && h.pending == "" {
-		h.pending = source
-		if reason != "" {
-			h.pending += ": " + reason
+	if sup == nil && eng == nil {
+		switch {
+		case h.pending == "" || strings.HasPrefix(why, h.pending+": "):
+			h.pending = why // the first halt, or a fuller account of it (a reason read after the latch)
+		case len(h.pending)+len(why) < maxPendingReason:
+			h.pending += "; " + why
 		}
 	}
 	h.mu.Unlock()
-	if sup != nil {
+	switch {
+	case sup != nil:
 		sup.Halt(source, reason)
+	case eng != nil:
+		eng.Latch(why)
 	}
 }
 
-// take returns a halt triggered before the supervisor existed.
-func (h *HaltLine) take() string {
+// Latched reports whether a halt has been triggered on the line before
+// the Supervisor exists (pending, or latched on the recovering engine),
+// and why. With the Supervisor bound, its status says.
+func (h *HaltLine) Latched() (bool, string) {
+	h.mu.Lock()
+	pending, eng := h.pending, h.eng
+	h.mu.Unlock()
+	if pending != "" {
+		return true, pending
+	}
+	if eng != nil {
+		return eng.Halted()
+	}
+	return false, ""
+}
+
+// latchOn returns a halt triggered before recovery had an engine, and
+// makes later triggers latch e at once until bind.
+func (h *HaltLine) latchOn(e *rollback.Engine) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p := h.pending
 	h.pending = ""
+	h.eng = e
 	return p
 }
 
-// bind delivers later triggers to s, and a halt that arrived between take
-// and now.
+// bind delivers later triggers to s, and a halt that arrived between
+// latchOn and now (none: latchOn's engine took those).
 func (h *HaltLine) bind(s *Supervisor) {
 	h.mu.Lock()
-	h.sup = s
+	h.sup, h.eng = s, nil
 	p := h.pending
 	h.pending = ""
 	h.mu.Unlock()

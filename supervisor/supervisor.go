@@ -73,8 +73,14 @@ type Options struct {
 	// Ingress configures the per-agent lanes (queue, rate, caps).
 	Ingress ingress.Options
 	// HaltLine, if set, delivers halts from inputs (an e-stop press); one
-	// triggered before New halts before crash recovery moves anything.
+	// triggered before New halts before crash recovery moves anything,
+	// and one triggered while it recovers latches at once. nil: Prepare
+	// makes one (the start-up HTTP handler halts through it).
 	HaltLine *HaltLine
+	// JournalOpened, if set, is called once the journal is open and
+	// locked, before recovery reads it (recovery.Options.Opened): the
+	// daemon serves the start-up HTTP handler from then on.
+	JournalOpened func()
 	// Progress, if set, is called as crash recovery moves on (see
 	// recovery.Options.Progress): the daemon extends systemd's start
 	// timeout while it is.
@@ -173,17 +179,40 @@ type Supervisor struct {
 	barredMu sync.Mutex // serialises the writers of barred
 	// autoQ counts refusals towards an automatic quarantine.
 	autoQ *refusalWindow
+	// opened is set once Open has succeeded: the engine, the journal and
+	// the lanes exist (a Prepared supervisor's HTTP guard reads it).
+	opened atomic.Bool
 }
 
 // New takes over the journal (recovering every saga a previous process
 // left open before anything else may move), then starts leases and the
-// poller. Recovery reports are returned by Recovered.
+// poller. Recovery reports are returned by Recovered. It is Prepare, then
+// Open.
 func New(opt Options) (*Supervisor, error) {
+	s, err := Prepare(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Prepare makes a supervisor that has not opened its journal yet: its
+// metrics, its HTTP guard (GuardHTTP) and its start-up handler
+// (StartupHTTPHandler) work, nothing else does until Open has returned
+// nil. The daemon serves HTTP from the moment the journal is open
+// (Options.JournalOpened) while Open recovers.
+func Prepare(opt Options) (*Supervisor, error) {
 	if opt.Actuators == nil || opt.Supplies == nil {
 		return nil, errors.New("supervisor: actuators and supplies are required")
 	}
 	if opt.PollEvery <= 0 {
 		opt.PollEvery = 100 * time.Millisecond
+	}
+	if opt.HaltLine == nil {
+		opt.HaltLine = &HaltLine{} // the start-up handler's halts go through it
 	}
 	lg := opt.Logger
 	if lg == nil {
@@ -198,12 +227,21 @@ func New(opt Options) (*Supervisor, error) {
 	s.metrics = m
 	s.approve = newApprovalGate(opt.Approvals)
 	s.autoQ = newRefusalWindow(opt.AutoQuarantine)
+	return s, nil
+}
+
+// Open takes over the journal, recovering every saga a previous process
+// left open before anything else may move, then starts leases and the
+// poller. Call it once, on a supervisor from Prepare; on error the
+// supervisor is unusable (its metrics unregistered, its journal closed).
+func (s *Supervisor) Open() error {
+	opt, lg, m := s.opt, s.log, s.metrics
 	opt.WAL.OnBatch = &journalObserver{m: m, next: opt.WAL.OnBatch} // recovery's own writes are measured too
 	ec := opt.Engine
 	ec.Actuators, ec.Supplies, ec.Logger = opt.Actuators, opt.Supplies, lg
 	ec.OnHalt = s.haltApplied
 	ec.JournalRefusal = s.journalGateRefusal
-	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress, Checkpoint: opt.Checkpoint}
+	ro := recovery.Options{Dir: opt.JournalDir, WAL: opt.WAL, Engine: ec, Progress: opt.Progress, Checkpoint: opt.Checkpoint, Opened: opt.JournalOpened}
 	if ro.Checkpoint.Every > 0 {
 		ro.Checkpoint.Logger = lg
 		ro.Checkpoint.OnCheckpoint = func(at wal.Position, ret wal.RetentionReport) {
@@ -213,11 +251,11 @@ func New(opt Options) (*Supervisor, error) {
 			}
 		}
 	}
-	ro.HaltFirst = func() string {
-		if opt.HaltLine != nil {
-			if why := opt.HaltLine.take(); why != "" {
-				return why
-			}
+	ro.HaltFirst = func(e *rollback.Engine) string {
+		// From here on a halt on the line latches the recovering engine
+		// at once; one that came earlier is taken now.
+		if why := opt.HaltLine.latchOn(e); why != "" {
+			return why
 		}
 		// An e-stop settles its first reading when opened, before its
 		// watcher reports the press: ask it directly.
@@ -234,7 +272,7 @@ func New(opt Options) (*Supervisor, error) {
 	res, err := recovery.Open(ro)
 	if err != nil {
 		m.unregister()
-		return nil, err
+		return err
 	}
 	for _, rep := range res.Reports {
 		m.unwound(rep)
@@ -243,7 +281,7 @@ func New(opt Options) (*Supervisor, error) {
 	if err := m.journalStats(res); err != nil {
 		res.Close()
 		m.unregister()
-		return nil, err
+		return err
 	}
 	for _, d := range res.Opened.CheckpointsDamaged {
 		lg.Warn("journal: a damaged checkpoint was passed over (an older one, or the journal itself, stood in: nothing is lost)", "checkpoint", d.String())
@@ -262,13 +300,13 @@ func New(opt Options) (*Supervisor, error) {
 	if s.leases, err = lease.New(lo); err != nil {
 		res.Close()
 		m.unregister()
-		return nil, err
+		return err
 	}
 	if s.lanes, err = ingress.New(opt.Ingress, laneHandler{s}); err != nil {
 		s.leases.Close()
 		res.Close()
 		m.unregister()
-		return nil, err
+		return err
 	}
 	s.loadBarred()
 	s.pressed = map[string]bool{}
@@ -281,13 +319,12 @@ func New(opt Options) (*Supervisor, error) {
 	s.dash = newDashHub(s, newJournalTail(s.journal, opt.JournalDir, opt.WAL, res.Rebuilt))
 	s.refresh()
 	m.state.attach(s)
-	if opt.HaltLine != nil {
-		opt.HaltLine.bind(s)
-	}
+	s.opened.Store(true)
+	opt.HaltLine.bind(s)
 	go s.poll()
 	go s.dash.run(s.stop)
 	go s.verifyJournal(&m.journalVerified)
-	return s, nil
+	return nil
 }
 
 // Recovered is what recovery found and finished at start.

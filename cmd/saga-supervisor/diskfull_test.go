@@ -93,7 +93,8 @@ func TestDiskFullThenRestart(t *testing.T) {
 	d.cmd.Wait()
 	os.Remove(filler)
 	d.start()
-	daemontest.WaitFor(t, "the restarted daemon to answer", 20*time.Second, func() bool { code, _ := d.get("/readyz"); return code != 0 })
+	// The status answers 200 once recovered (503 while the journal is).
+	daemontest.WaitFor(t, "the restarted daemon to answer its status", 20*time.Second, func() bool { code, _ := d.get("/api/v1/status"); return code == 200 })
 	st := d.status()
 	why, _ := st["halt_reason"].(string)
 	if st["halted"] != true || !strings.Contains(why, "shoulder reads 10, the journal says 60") {

@@ -73,7 +73,8 @@ func TestJournalLossRefusedUntilAccepted(t *testing.T) {
 	// The operator looks, then accepts the loss.
 	d.args = []string{"--accept-journal-loss"}
 	d.start()
-	daemontest.WaitFor(t, "the daemon to answer", 20*time.Second, func() bool { code, _ := d.get("/readyz"); return code != 0 })
+	// The status answers 200 once recovered (503 while the journal is).
+	daemontest.WaitFor(t, "the daemon to answer its status", 20*time.Second, func() bool { code, _ := d.get("/api/v1/status"); return code == 200 })
 	st := d.status()
 	why, _ := st["halt_reason"].(string)
 	if st["halted"] != true || !strings.Contains(why, "loss accepted by the operator") {

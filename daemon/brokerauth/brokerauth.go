@@ -106,6 +106,10 @@ func StartEmbedded(cfg *config.Config, lg *slog.Logger) (*Started, error) {
 	}
 	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix, Device: cfg.Device}
 	opt := embedded.Options{Addr: cfg.MQTT.Listen, MaxPacket: uint32(cfg.MQTT.MaxPayload) + 1024, Log: lg,
+		// Another broker on the port (Debian's mosquitto on 1883) leaves
+		// the daemon up, its listen retried: the daemon starts MQTT once
+		// the port is ours (Broker.Up).
+		WaitForPort: true,
 		// Commands wait for a congested supervisor rather than be dropped,
 		// so one agent's flood cannot crowd out another's heartbeats. A
 		// halt never waits.

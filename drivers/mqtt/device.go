@@ -98,7 +98,12 @@ type LinkOptions struct {
 	// (0: not at all). Either way the link keeps trying in the background,
 	// and Set returns ErrLinkLost until it is up.
 	ConnectWait time.Duration
-	Logger      *slog.Logger // nil: discard
+	// After, if set, holds the first connection back until it is closed
+	// (the embedded broker listening on its address: never dial a
+	// stranger's broker holding that port). ConnectWait then starts from
+	// there, and DialDeviceLink does not wait for it.
+	After  <-chan struct{}
+	Logger *slog.Logger // nil: discard
 }
 
 // DeviceOptions configures one MQTT-attached actuator.
@@ -127,6 +132,7 @@ type DeviceLink struct {
 	states     map[string]*Device // state topic → device
 	sets       map[string]bool    // set topics in use
 	closed     bool
+	stop       chan struct{} // ends the wait for LinkOptions.After (nil: none)
 }
 
 // DialDeviceLink starts a link to opt.Broker. It returns once connected or
@@ -164,6 +170,27 @@ func DialDeviceLink(opt LinkOptions) (*DeviceLink, error) {
 		co.SetTLSConfig(opt.TLS)
 	}
 	l.client = paho.NewClient(co)
+	if opt.After != nil {
+		select {
+		case <-opt.After:
+		default:
+			// Not yet: connect once it is, unless closed before.
+			l.stop = make(chan struct{})
+			go func() {
+				select {
+				case <-opt.After:
+				case <-l.stop:
+					return
+				}
+				l.mu.Lock()
+				if !l.closed {
+					l.client.Connect()
+				}
+				l.mu.Unlock()
+			}()
+			return l, nil
+		}
+	}
 	tok := l.client.Connect()
 	if opt.ConnectWait > 0 {
 		tok.WaitTimeout(opt.ConnectWait)
@@ -331,6 +358,9 @@ func (l *DeviceLink) Close() error {
 		return nil
 	}
 	l.closed = true
+	if l.stop != nil {
+		close(l.stop)
+	}
 	l.failPendingUnlock("closed")
 	l.client.Disconnect(250)
 	return nil

@@ -61,6 +61,7 @@ func dialDevices(e *Env) (*mqttdev.DeviceLink, error) {
 			}
 		}
 		opt.Broker = "tcp://" + net.JoinHostPort(host, port)
+		opt.After = e.BrokerUp
 		if cfg.MQTT.TLS.CertFile != "" {
 			tc, err := PinnedTLS(cfg.MQTT.TLS)
 			if err != nil {

@@ -109,6 +109,9 @@ type Env struct {
 	Logger *slog.Logger
 	// Halt is called when an e-stop input is pressed.
 	Halt func(source, reason string)
+	// BrokerUp, if set, is closed once the embedded broker listens: the
+	// mqtt devices' link dials only then (drivers/mqtt LinkOptions.After).
+	BrokerUp <-chan struct{}
 
 	// mu serialises the opens: those of the start and those of parts
 	// retried in the background share the resources below.

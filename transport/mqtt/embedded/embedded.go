@@ -26,12 +26,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/retrylog"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt/access"
 )
 
@@ -95,6 +97,13 @@ type Options struct {
 	Addr      string       // listen address, "127.0.0.1:1883"; port 0 picks a free one
 	MaxPacket uint32       // bound on a packet's size (0: none)
 	Log       *slog.Logger // nil: discard
+	// WaitForPort: a listen address in use by another process (another
+	// broker on 1883) is no error: StartOptions returns a broker that is
+	// not listening yet, and retries the listen in the background
+	// (ListenRetry, logged with backoff) until the port is free. Up is
+	// closed, and Listening returns nil, once it listens. Off: the port in
+	// use is StartOptions' error.
+	WaitForPort bool
 
 	// Passwords and Policy lock the broker: a client must give a username
 	// and the password Passwords holds for it, and the Policy decides what
@@ -165,12 +174,21 @@ type Options struct {
 // Broker is a running in-process broker.
 type Broker struct {
 	srv      *mqtt.Server
-	ln       net.Listener
+	ln       atomic.Pointer[net.Listener] // nil until it listens (WaitForPort)
+	addr     string                       // the address asked for
 	hook     *guard
 	tls      bool
 	once     sync.Once
 	closeErr error
+
+	up       chan struct{} // closed once it listens
+	waitErr  atomic.Pointer[error]
+	stopWait chan struct{} // ends the listen's retries
+	waitDone chan struct{} // closed when they have ended (or never ran)
 }
+
+// ListenRetry is how often a port in use is tried again (WaitForPort).
+const ListenRetry = 500 * time.Millisecond
 
 // Start listens on addr ("127.0.0.1:1883"; port 0 picks a free one) and
 // serves MQTT on it to anonymous clients, allowing anything; addr must be
@@ -210,12 +228,9 @@ func StartOptions(opt Options) (*Broker, error) {
 	// Topic aliases map per client: bound them (mochi allows 65535).
 	caps.TopicAliasMaximum = 64
 
-	ln, err := net.Listen("tcp", opt.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker: %w", err)
-	}
-	if opt.TLS != nil {
-		ln = tls.NewListener(ln, opt.TLS)
+	ln, lerr := net.Listen("tcp", opt.Addr)
+	if lerr != nil && !(opt.WaitForPort && errors.Is(lerr, syscall.EADDRINUSE)) {
+		return nil, fmt.Errorf("embedded broker: %w", lerr)
 	}
 	srv := mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(newQuietHandler(log.Handler(), time.Second)),
 		SysTopicResendInterval: int64(sysTopicsEvery / time.Second)})
@@ -234,18 +249,99 @@ func StartOptions(opt Options) (*Broker, error) {
 	})
 	if err := srv.AddHook(g, nil); err != nil {
 		g.sessions.close()
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
+	b := &Broker{srv: srv, addr: opt.Addr, hook: g, tls: opt.TLS != nil, up: make(chan struct{}), stopWait: make(chan struct{}), waitDone: make(chan struct{})}
+	if lerr != nil {
+		// Another process has the port: retried until it is ours.
+		// Nothing is served meanwhile, so no client of ours can reach a
+		// stranger's broker through this one's address by mistake: they
+		// wait for Up.
+		b.setWaitErr(lerr)
+		log.Warn("embedded broker: its address is in use by another process; retrying (MQTT waits for it)", "addr", opt.Addr, "err", lerr)
+		go b.retryListen(opt, log)
+		return b, nil
+	}
+	close(b.waitDone)
 	// Our own listener: the port is bound before Start returns, so a
 	// caller (or a test using port 0) knows the address at once.
-	if err := srv.AddListener(listeners.NewNet("saga", ln)); err != nil {
+	if err := b.serve(ln, opt); err != nil {
 		g.sessions.close()
 		ln.Close()
-		return nil, fmt.Errorf("embedded broker: %w", err)
+		return nil, err
 	}
-	go srv.Serve()
-	return &Broker{srv: srv, ln: ln, hook: g, tls: opt.TLS != nil}, nil
+	return b, nil
+}
+
+// serve attaches ln (ours, bound) and serves MQTT on it.
+func (b *Broker) serve(ln net.Listener, opt Options) error {
+	if opt.TLS != nil {
+		ln = tls.NewListener(ln, opt.TLS)
+	}
+	if err := b.srv.AddListener(listeners.NewNet("saga", ln)); err != nil {
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	b.ln.Store(&ln)
+	go b.srv.Serve()
+	close(b.up)
+	return nil
+}
+
+func (b *Broker) setWaitErr(err error) { b.waitErr.Store(&err) }
+
+// retryListen tries the address again every ListenRetry until it listens
+// or Close stops it, logging with backoff (internal/retrylog).
+func (b *Broker) retryListen(opt Options, log *slog.Logger) {
+	defer close(b.waitDone)
+	var gate retrylog.Gate
+	gate.Failed(*b.waitErr.Load(), time.Now()) // the first failure, logged by StartOptions
+	t := time.NewTicker(ListenRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stopWait:
+			return
+		case <-t.C:
+		}
+		ln, err := net.Listen("tcp", opt.Addr)
+		if err != nil {
+			b.setWaitErr(err)
+			if ok, n := gate.Failed(err, time.Now()); ok {
+				log.Warn("embedded broker: its address is still in use by another process; retrying (MQTT waits for it)", "addr", opt.Addr, "err", err, "attempts", n)
+			}
+			continue
+		}
+		if err := b.serve(ln, opt); err != nil {
+			ln.Close()
+			b.setWaitErr(err)
+			log.Error("embedded broker: cannot serve on its address", "addr", opt.Addr, "err", err)
+			continue
+		}
+		_, downFor, _ := gate.Up(time.Now())
+		log.Info("embedded broker: listening on its address after it was in use by another process", "addr", opt.Addr, "waited", downFor.Round(time.Millisecond))
+		return
+	}
+}
+
+// Up is closed once the broker listens: at once, unless WaitForPort found
+// its address in use.
+func (b *Broker) Up() <-chan struct{} { return b.up }
+
+// Listening is nil once the broker listens, and until then says why not:
+// its address in use by another process, with the last error.
+func (b *Broker) Listening() error {
+	select {
+	case <-b.up:
+		return nil
+	default:
+	}
+	if p := b.waitErr.Load(); p != nil {
+		return fmt.Errorf("%s in use by another process, retried every %v: MQTT starts once the port is ours (%w)", b.addr, ListenRetry, *p)
+	}
+	return fmt.Errorf("%s: not listening yet", b.addr)
 }
 
 func orDefault(v, def int) int {
@@ -310,7 +406,13 @@ func IsLoopback(addr string) (bool, error) {
 }
 
 // Addr is the address the broker listens on.
-func (b *Broker) Addr() string { return b.ln.Addr().String() }
+// Before it listens (WaitForPort), the address asked for.
+func (b *Broker) Addr() string {
+	if ln := b.ln.Load(); ln != nil {
+		return (*ln).Addr().String()
+	}
+	return b.addr
+}
 
 // URL is the broker's address as a client URL (ssl:// with TLS).
 func (b *Broker) URL() string {
@@ -363,6 +465,8 @@ func (b *Broker) Stats() Stats {
 // first time it is closed, so mochi's Close after it does not again.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		close(b.stopWait)
+		<-b.waitDone
 		b.hook.sessions.close()
 		b.srv.Listeners.CloseAll(b.closeClients)
 		b.closeErr = b.srv.Close()
