@@ -392,13 +392,32 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 	if open >= e.cfg.MaxSagasPerLease {
 		return 0, refusal(CodeTooManySagas, "%d sagas are open under this lease: commit or abort one first", open)
 	}
-	s := &saga{id: e.nextSaga, owner: owner, ids: make(map[string]struct{})}
+	// Registered before the sync, so that another Begin counts it, but
+	// busy until its BEGIN is durable: a halt pass, a zone halt or an
+	// agent's abort leaves it alone meanwhile. A saga whose BEGIN never
+	// became durable did not exist; no report may name it, for after a
+	// restart its id is handed out again (the rebuild counts only durable
+	// BEGINs).
+	s := &saga{id: e.nextSaga, owner: owner, ids: make(map[string]struct{}), busy: true}
 	e.nextSaga++
-	e.sagas[s.id] = s // registered before the sync: another Begin counts it
+	e.sagas[s.id] = s
 	e.maxEpoch = max(e.maxEpoch, owner.Epoch)
-	if err := e.journal(&Record{Type: RecBegin, Saga: s.id, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch}); err != nil {
+	err := e.journal(&Record{Type: RecBegin, Saga: s.id, Agent: owner.Agent, Lease: owner.Lease, Epoch: owner.Epoch})
+	s.busy = false
+	if err != nil {
 		delete(e.sagas, s.id)
 		return 0, refusal(CodeJournalFailed, "%v", err)
+	}
+	// The BEGIN is durable, but a halt may have passed while it was
+	// synced: the saga is ended here, as that pass would have ended it,
+	// and the agent is told so rather than handed a saga that is gone.
+	if e.stopped() {
+		rep := e.closeHaltedLocked(s)
+		return 0, &Error{Code: CodeHalted, Message: "halted while the saga began: " + e.haltReason(), Report: rep}
+	}
+	if why := s.pendingAbort; why != "" {
+		rep := e.unwindLocked(s, why, false)
+		return 0, &Error{Code: CodeSagaUnknown, Message: "saga aborted while it began: " + why, Report: rep}
 	}
 	return s.id, nil
 }

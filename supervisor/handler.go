@@ -253,6 +253,10 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		}
 		saga, err := s.engine.Begin(owner)
 		if err != nil {
+			var ee *rollback.Error
+			if errors.As(err, &ee) && ee.Report != nil {
+				s.publishReport(ee.Report) // a saga ended by a halt while it began
+			}
 			return api.ErrorReply(req.ID, err), false
 		}
 		// The lease may have ended between the check and the begin, after
