@@ -21,7 +21,8 @@ const (
 // User subscribes SetTopic and publishes AckTopic and StateTopic (the only
 // topic it may retain on); the supervisor's S-devices connection publishes
 // SetTopic and subscribes AckTopic and StateTopic. Topics are exact names,
-// no wildcards. Several devices may share one User.
+// no wildcards. StateTopic is optional ("": the device is not read back).
+// Several devices may share one User.
 type Device struct {
 	User                           string
 	SetTopic, AckTopic, StateTopic string
@@ -128,6 +129,9 @@ func (p *Policy) Validate() error {
 		}
 		seen[d.User] = "a device user"
 		for _, t := range []struct{ name, topic string }{{"set", d.SetTopic}, {"ack", d.AckTopic}, {"state", d.StateTopic}} {
+			if t.name == "state" && t.topic == "" {
+				continue // optional: a device without one is not read back
+			}
 			if err := validTopic(t.topic); err != nil {
 				return fmt.Errorf("access policy: device %q %s topic: %w", d.User, t.name, err)
 			}
@@ -245,14 +249,20 @@ func (p *Policy) Rules(user string) []Rule {
 	case RoleDevices:
 		var rs []Rule
 		for _, d := range p.Devices {
-			rs = append(rs, write(d.SetTopic), read(d.AckTopic), read(d.StateTopic))
+			rs = append(rs, write(d.SetTopic), read(d.AckTopic))
+			if d.StateTopic != "" {
+				rs = append(rs, read(d.StateTopic))
+			}
 		}
 		return rs
 	case RoleDevice:
 		var rs []Rule
 		for _, d := range p.Devices {
 			if d.User == user {
-				rs = append(rs, read(d.SetTopic), write(d.AckTopic), Rule{Filter: d.StateTopic, Write: true, Retain: true})
+				rs = append(rs, read(d.SetTopic), write(d.AckTopic))
+				if d.StateTopic != "" {
+					rs = append(rs, Rule{Filter: d.StateTopic, Write: true, Retain: true})
+				}
 			}
 		}
 		return rs

@@ -331,3 +331,31 @@ func TestMosquittoACLText(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceWithoutStateTopic: the state topic is optional in the config
+// (an actuator without one is not read back), and check-config accepts it;
+// the policy must too. It refused it ("device state topic: topic "" is
+// empty"), so run failed on a configuration check-config had passed.
+func TestDeviceWithoutStateTopic(t *testing.T) {
+	p := testPolicy()
+	p.Devices[2].StateTopic = ""
+	if err := p.Validate(); err != nil {
+		t.Fatalf("a device without a state topic: %v", err)
+	}
+	for _, user := range []string{"lamp", sup + DevicesSuffix} {
+		for _, r := range p.Rules(user) {
+			if r.Filter == "" {
+				t.Errorf("%s has a rule on the empty topic: %+v", user, r)
+			}
+		}
+	}
+	if !p.CanPublish("lamp", "dev/lamp/ack", false) || p.CanPublish("lamp", "dev/lamp/state", true) {
+		t.Error("lamp: want its ack topic writable and no state topic granted")
+	}
+	if !p.CanSubscribe(sup+DevicesSuffix, "dev/lamp/ack") {
+		t.Error("the supervisor's device connection cannot read lamp's ack topic")
+	}
+	if acl := p.MosquittoACL(); strings.Contains(acl, "topic write \n") || strings.Contains(acl, "topic read \n") || strings.Contains(acl, "topic readwrite \n") {
+		t.Errorf("the mosquitto ACL names an empty topic:\n%s", acl)
+	}
+}
