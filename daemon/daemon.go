@@ -172,7 +172,9 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	var bo supervisor.BuildOptions
+	// The boards are waited for once HTTP serves (below), not here: a
+	// board missing at boot must not keep the HTTP port silent.
+	bo := supervisor.BuildOptions{DeferBoardWait: true}
 	if d.Broker != nil {
 		bo.BrokerUp = d.Broker.Broker.Up() // mqtt devices dial our broker, never a stranger's on its port
 	}
@@ -212,10 +214,14 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// answer (the start-up handler), however long recovery reads back
 	// the actuators; a halt there latches before recovery moves anything.
 	var startServing func()
-	d.Built.Options.JournalOpened = func() {
+	d.Built.Options.JournalOpened = func() error {
 		if startServing != nil {
 			startServing()
 		}
+		// Recovery reads the boards back: give them the time they need
+		// to answer while HTTP answers. A board whose channel table the
+		// configuration contradicts ends the start here.
+		return d.Built.WaitBoards()
 	}
 	sup, err := supervisor.Prepare(d.Built.Options)
 	if err != nil {

@@ -26,8 +26,11 @@ type Options struct {
 	// every compensation it drives.
 	HaltFirst func(*rollback.Engine) string
 	// Opened, if set, is called once the journal is open and locked,
-	// before the rebuild: the daemon starts answering HTTP from there.
-	Opened func()
+	// before the rebuild: the daemon starts answering HTTP from there,
+	// then waits for the boards to answer. An error from it ends Open
+	// with that error (not ErrRefused: the journal is fine), before the
+	// rebuild.
+	Opened func() error
 	// Progress, if set, is called as recovery moves on: after the journal
 	// is opened and verified, every 4096 records applied in the rebuild,
 	// and before and after open sagas are finished (the daemon extends
@@ -108,7 +111,9 @@ func Open(opt Options) (_ *Result, err error) {
 	}
 	res.Opened = res.Log.OpenReport()
 	if opt.Opened != nil {
-		opt.Opened()
+		if err = opt.Opened(); err != nil {
+			return nil, err
+		}
 	}
 	progress := func() {
 		if opt.Progress != nil {

@@ -26,6 +26,12 @@ type Built struct {
 // Close releases what FromConfig opened.
 func (b *Built) Close() error { return b.env.Close() }
 
+// WaitBoards waits for the serial boards FromConfigWith opened with
+// BuildOptions.DeferBoardWait (wiring.Env.WaitBoards): at most about 3 s,
+// all boards at once. Its error — a board whose channel table the
+// configuration contradicts — means the supervisor must not start.
+func (b *Built) WaitBoards() error { return b.env.WaitBoards() }
+
 // FromConfig builds actuators and supplies with their drivers (package
 // supervisor/wiring opens each kind), and every other option, from a
 // configuration.
@@ -39,6 +45,10 @@ type BuildOptions struct {
 	// address (embedded.Broker.Up): MQTT-attached actuators dial it only
 	// then, never a stranger's broker holding the port meanwhile.
 	BrokerUp <-chan struct{}
+	// DeferBoardWait leaves the wait for the serial boards to answer to
+	// Built.WaitBoards, which the caller must call before recovery (the
+	// daemon: once the journal is open and HTTP serves).
+	DeferBoardWait bool
 }
 
 // FromConfigWith is FromConfig with bo.
@@ -49,6 +59,7 @@ func FromConfigWith(cfg *config.Config, lg *slog.Logger, bo BuildOptions) (*Buil
 	}
 	env := wiring.NewEnv(cfg, lg, line.Trigger)
 	env.BrokerUp = bo.BrokerUp
+	env.DeferBoardWait = bo.DeferBoardWait
 	b := &Built{env: env}
 	fail := func(err error) (*Built, error) {
 		b.Close()

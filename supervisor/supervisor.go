@@ -79,8 +79,9 @@ type Options struct {
 	HaltLine *HaltLine
 	// JournalOpened, if set, is called once the journal is open and
 	// locked, before recovery reads it (recovery.Options.Opened): the
-	// daemon serves the start-up HTTP handler from then on.
-	JournalOpened func()
+	// daemon serves the start-up HTTP handler from then on, and then
+	// waits for its boards (Built.WaitBoards). An error ends Open.
+	JournalOpened func() error
 	// Progress, if set, is called as crash recovery moves on (see
 	// recovery.Options.Progress): the daemon extends systemd's start
 	// timeout while it is.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +117,107 @@ func TestHaltWhileRecoveringAtBoot(t *testing.T) {
 	}
 	if halts == 0 || moves != 0 {
 		t.Errorf("the journal holds %d HALT records naming the boot test (want 1 or more) and %d moves (want 0):\n%s", halts, moves, stdout)
+	}
+}
+
+// TestBoardWaitWhileHTTPServes: the start waits up to 3 s for a serial
+// board to answer (so that recovery can read it back, and a board whose
+// channel table the config contradicts is refused). That wait came before
+// the journal opened, with the HTTP port bound and silent: a client's
+// /readyz or halt hung for the 3 s. The wait now comes after the journal
+// opened and HTTP serves: the "journal opened" line precedes "mcu not
+// answering yet", and /readyz answers in between.
+func TestBoardWaitWhileHTTPServes(t *testing.T) {
+	dir := t.TempDir()
+	host := filepath.Join(dir, "ttyHost") // never created: the board's cable is out
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "robot.yaml")
+	text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host),
+		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
+	os.WriteFile(cfg, []byte(text), 0o600)
+	b := bootWith(t, cfg, httpAddr, operatorToken)
+
+	daemontest.WaitFor(t, "the \"journal opened\" or \"mcu not answering yet\" line", testtool.Slow(20*time.Second), func() bool {
+		out := b.out.String()
+		return strings.Contains(out, "journal opened") || strings.Contains(out, "mcu not answering yet")
+	})
+	if strings.Contains(b.out.String(), "mcu not answering yet") && !strings.Contains(b.out.String(), "journal opened") {
+		t.Fatalf("the board was waited for before the journal opened and HTTP served:\n%s", b.out.String())
+	}
+	code, body := b.do(http.MethodGet, "/readyz", "", "")
+	waited := strings.Contains(b.out.String(), "mcu not answering yet")
+	t.Logf("/readyz during the board's wait (wait over by the answer: %v): %d %s", waited, code, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Errorf("/readyz while the board is waited for: %d %q, want 503 starting", code, body)
+	}
+	daemontest.WaitFor(t, "the \"mcu not answering yet\" line", testtool.Slow(20*time.Second), func() bool {
+		return strings.Contains(b.out.String(), "mcu not answering yet")
+	})
+	out := b.out.String()
+	if i, j := strings.Index(out, "journal opened"), strings.Index(out, "mcu not answering yet"); i < 0 || j < i {
+		t.Fatalf("\"mcu not answering yet\" came before \"journal opened\": the HTTP port was silent for the board's wait:\n%s", out)
+	}
+}
+
+// TestBoardTableRefusedAfterHTTPServes: with the board's wait moved after
+// the journal's open, a board whose channel table the configuration
+// contradicts must still end the start (exit 1, naming the actuator and
+// the mismatch), before recovery. The config puts the elbow on the
+// board's channel 1; the board has one channel.
+func TestBoardTableRefusedAfterHTTPServes(t *testing.T) {
+	socat := needTool(t, "socat", "socat")
+	dir := t.TempDir()
+	host, board := filepath.Join(dir, "ttyHost"), filepath.Join(dir, "ttyMCU")
+	cable := exec.Command(socat, "pty,raw,echo=0,link="+host, "pty,raw,echo=0,link="+board)
+	if err := cable.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cable.Process.Kill(); cable.Wait() })
+	daemontest.WaitFor(t, "socat's ptys", 10*time.Second, func() bool {
+		_, e1 := os.Stat(host)
+		_, e2 := os.Stat(board)
+		return e1 == nil && e2 == nil
+	})
+	mcuOut := &syncBuffer{}
+	mcu := exec.Command(binary, "sim-mcu", "--port", board, "--channels", "45", "--supplies", "12", "--control", "127.0.0.1:0")
+	mcu.Stdout, mcu.Stderr = mcuOut, mcuOut
+	if err := mcu.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mcu.Process.Kill(); mcu.Wait() })
+
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "robot.yaml")
+	text := fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host)
+	// The board has one channel (--channels 45): channel 1 is not there.
+	relay := strings.Replace(text, "mcu: {board: board, channel: 0}", "mcu: {board: board, channel: 1}", 1)
+	if relay == text {
+		t.Fatal("the test's config edit did not apply")
+	}
+	os.WriteFile(cfg, []byte(relay), 0o600)
+	if out, code := run(t, "check-config", cfg); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	b := bootWith(t, cfg, httpAddr, operatorToken)
+	done := make(chan error, 1)
+	go func() { done <- b.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(testtool.Slow(30 * time.Second)):
+		t.Fatalf("the supervisor started on a board without the channel its config names:\n%s", b.out.String())
+	}
+	out := b.out.String()
+	t.Logf("%v; the last line: %s", err, lastBytes(out, 400))
+	if err == nil || !strings.Contains(out, "SERIAL_TABLE") || !strings.Contains(out, "elbow") {
+		t.Fatalf("exit %v; want a failed start naming SERIAL_TABLE and elbow:\n%s", err, out)
+	}
+	if !strings.Contains(out, "journal opened") {
+		t.Errorf("refused before the journal opened: the board's wait is not after HTTP serves:\n%s", out)
+	}
+	if strings.Contains(out, "journal taken over") {
+		t.Errorf("recovery ran on a board whose table was refused:\n%s", out)
 	}
 }

@@ -158,13 +158,24 @@ func board(e *Env, name string) (*serial.Link, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mcu %s: %w", name, err)
 		}
-		if err := waitBoard(l, 3*time.Second); serial.CodeOf(err) == serial.CodeTable {
+		wait := func() error {
+			if err := waitBoard(l, 3*time.Second); serial.CodeOf(err) == serial.CodeTable {
+				return fmt.Errorf("mcu %s: %w", name, err)
+			} else if err != nil {
+				// Not fatal: the link keeps trying, and the supervisor is
+				// not ready (and its steps in doubt) until the board
+				// answers.
+				e.Logger.Warn("mcu not answering yet", "mcu", name, "port", strings.TrimSpace(where), "err", err)
+			}
+			return nil
+		}
+		if e.DeferBoardWait {
+			// Left to WaitBoards; until then the link is not ready, and
+			// nothing is sent to a board whose table is not yet checked.
+			e.boards = append(e.boards, wait)
+		} else if err := wait(); err != nil {
 			l.Close()
-			return nil, fmt.Errorf("mcu %s: %w", name, err)
-		} else if err != nil {
-			// Not fatal: the link keeps trying, and the supervisor is not
-			// ready (and its steps in doubt) until the board answers.
-			e.Logger.Warn("mcu not answering yet", "mcu", name, "port", strings.TrimSpace(where), "err", err)
+			return nil, err
 		}
 		e.watch(BoardInput(name, l))
 		return l, nil

@@ -112,6 +112,11 @@ type Env struct {
 	// BrokerUp, if set, is closed once the embedded broker listens: the
 	// mqtt devices' link dials only then (drivers/mqtt LinkOptions.After).
 	BrokerUp <-chan struct{}
+	// DeferBoardWait: a serial board's open does not wait for the board
+	// to answer; the wait is left to WaitBoards, which the daemon calls
+	// once HTTP serves, so that a board missing at boot does not keep the
+	// HTTP port silent for the wait.
+	DeferBoardWait bool
 
 	// mu serialises the opens: those of the start and those of parts
 	// retried in the background share the resources below.
@@ -120,6 +125,25 @@ type Env struct {
 	closers []io.Closer
 	inputs  []Input
 	retries []io.Closer // parts being retried: stopped first by Close
+	boards  []func() error // the deferred waits (DeferBoardWait)
+}
+
+// WaitBoards waits, all boards at once, for each serial board opened with
+// DeferBoardWait to answer, as the open would have; the error is that of a
+// board whose channel table the configuration contradicts. A board still
+// silent is not an error (it is retried, and the supervisor not ready).
+func (e *Env) WaitBoards() error {
+	e.mu.Lock()
+	waits := e.boards
+	e.boards = nil
+	e.mu.Unlock()
+	errs := make([]error, len(waits))
+	var wg sync.WaitGroup
+	for i, w := range waits {
+		wg.Go(func() { errs[i] = w() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // NewEnv returns an Env for cfg. A nil logger discards.
