@@ -124,7 +124,7 @@ type Env struct {
 	shared  map[string]io.Closer
 	closers []io.Closer
 	inputs  []Input
-	retries []io.Closer // parts being retried: stopped first by Close
+	retries []io.Closer    // parts being retried: stopped first by Close
 	boards  []func() error // the deferred waits (DeferBoardWait)
 }
 
