@@ -301,10 +301,26 @@ func (l *Link) notLinkedLocked(what string) error {
 	if l.closed {
 		return l.closedErr(what)
 	}
+	if l.sess != nil {
+		l.silenceLocked(time.Now())
+	}
 	if l.sess == nil {
 		return l.downErr
 	}
 	return nil
+}
+
+// silenceLocked ends the session if the MCU has sent no valid frame for
+// longer than the link timeout. The tick checks it too, but a link asked
+// first — a process resumed after SIGSTOP, or starved of the CPU, whose
+// tick has not run yet — must not answer from a session the MCU may have
+// given up on (its watchdog fires after a silence of its own).
+func (l *Link) silenceLocked(now time.Time) bool {
+	if silent := now.Sub(l.lastRx); silent > l.cfg.LinkTimeout {
+		l.endSessionLocked(errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: no valid frame from the MCU for %v", l.cfg.Name, silent.Round(time.Millisecond)), nil)
+		return true
+	}
+	return false
 }
 
 func (l *Link) broadcastLocked() {
@@ -508,8 +524,7 @@ func (l *Link) tickLocked(now time.Time) {
 		}
 		return
 	}
-	if silent := now.Sub(l.lastRx); silent > l.cfg.LinkTimeout {
-		l.endSessionLocked(errorf(CodeLinkLost, actuators.ErrLinkLost, "%s: no valid frame from the MCU for %v", l.cfg.Name, silent.Round(time.Millisecond)), nil)
+	if l.silenceLocked(now) {
 		return
 	}
 	if len(l.pending) > 0 && now.Sub(l.pending[0].sent) >= l.cfg.AckTimeout {

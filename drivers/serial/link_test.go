@@ -702,3 +702,31 @@ func TestOpenConn(t *testing.T) {
 	dev.Close() // the stream fails: it cannot be reopened
 	eventually(t, "the link lost for good", func() bool { return errors.Is(l.Ready(), actuators.ErrLinkLost) })
 }
+
+// TestResumedLinkIsNotReadyOnItsOldSession: a process stopped (SIGSTOP)
+// or starved past the link timeout comes back with a session the MCU may
+// have given up on — its watchdog fires after a silence of its own. The
+// link was ready on that old session until its tick ran, and a SET sent in
+// that window was in doubt (hil-avr's TestAVRRelayOff, at load 20). Ready
+// and a SET now check the silence themselves: not ready, and the SET
+// refused with nothing sent.
+func TestResumedLinkIsNotReadyOnItsOldSession(t *testing.T) {
+	cfg := fastConfig()
+	r := newRig(t, fourChannels(), cfg)
+	r.ready()
+	servo := r.channel(0)
+	r.l.Freeze(2 * cfg.LinkTimeout)
+	if err := r.l.Ready(); !errors.Is(err, actuators.ErrLinkLost) {
+		t.Fatalf("Ready after a silence of twice the link timeout: %v, want link lost", err)
+	}
+	r.ready()
+	sets := r.m.Stats().Sets
+	r.l.Freeze(2 * cfg.LinkTimeout)
+	err := r.set(servo, 30)
+	if !errors.Is(err, actuators.ErrLinkLost) || serial.CodeOf(err) != serial.CodeLinkLost {
+		t.Fatalf("SET after a silence of twice the link timeout: %v, want refused, link lost", err)
+	}
+	if got := r.m.Stats().Sets; got != sets {
+		t.Fatalf("the MCU got %d SETs over a session the host should have ended", got-sets)
+	}
+}
