@@ -411,9 +411,10 @@ func commitFlood(fa *agent, saga uint64) error {
 }
 
 // callPatiently sends req, again with a new id each second without an
-// answer, for up to replyTimeout: after a flood the supervisor may still be
-// working through the agent's backlog at the broker, and sheds (answers
-// nothing to) its requests while the agent is over its rate.
+// answer, or soon after a BUSY or RATE_LIMITED one, for up to replyTimeout:
+// after a flood the supervisor may still be working through the agent's
+// backlog at the broker, and sheds (answers nothing to) its requests while
+// the agent is over its rate, or refuses them while its queue is full.
 func callPatiently(a *agent, req api.Request) (api.Reply, error) {
 	deadline := time.Now().Add(replyTimeout)
 	for {
@@ -424,6 +425,12 @@ func callPatiently(a *agent, req api.Request) (api.Reply, error) {
 		}
 		wait := min(time.Second, time.Until(deadline))
 		rep, _, _, err := a.sendAt(a.topics.AgentCmd(a.name), req.ID, b, wait)
+		if err == nil && !rep.OK && (rep.Code == api.CodeBusy || rep.Code == api.CodeRateLimited) && time.Now().Before(deadline) {
+			// The agent's queue is still full of the flood (or it is over
+			// its rate): nothing was served; resend, as the code says.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if err == nil {
 			return rep, nil
 		}
