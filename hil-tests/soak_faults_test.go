@@ -273,6 +273,15 @@ func agentFault(sig syscall.Signal) func(*soak, *faultKind) time.Time {
 		s.controllers++
 		name := fmt.Sprintf("soak-controller-%d", s.controllers)
 		p, saga, err := s.r.tryStartControllerSteps(name, ttl, steps)
+		if err != nil && strings.Contains(err.Error(), "STEP_IN_DOUBT") && strings.Contains(err.Error(), "unwound: clean") {
+			// One of its steps went in doubt (a serial SET unanswered
+			// under load, say) and the supervisor unwound its saga clean:
+			// the honest answer, nothing lost. The four views are checked
+			// after the fault as after any; the controller starts again.
+			s.logf("  the controller's step went in doubt and its saga was unwound clean (%v): it starts again", err)
+			s.startInDoubt++
+			p, saga, err = s.r.tryStartControllerSteps(name, ttl, steps)
+		}
 		if err != nil {
 			// Refused at its start: the supervisor halted by something
 			// else meanwhile (a serial link lost under load, say). That

@@ -131,6 +131,7 @@ type soak struct {
 	brokers       []*proc         // every mosquitto process, for the evidence
 	controllers   int             // controller processes started
 	betweenHalts  int             // halts found before a fault was injected (reset by the harness)
+	startInDoubt  int             // agent faults' controllers whose step went in doubt at their start (unwound clean; started again)
 	// mustFind is what the supervisor just started must find at its
 	// start and halt on (startDaemon).
 	mustFind []rollback.Mismatch
@@ -296,6 +297,9 @@ func (s *soak) report() string {
 			parts = append(parts, fmt.Sprintf("%s %d", k, out[k]))
 		}
 		fmt.Fprintf(&b, "workers: %s\n", strings.Join(parts, ", "))
+	}
+	if s.startInDoubt > 0 {
+		fmt.Fprintf(&b, "agent faults' controllers whose step went in doubt as they started (unwound clean, started again; the log names each): %d\n", s.startInDoubt)
 	}
 	if s.betweenHalts > 0 {
 		fmt.Fprintf(&b, "halts found before a fault was injected (none of the faults': the log names each): %d\n", s.betweenHalts)
