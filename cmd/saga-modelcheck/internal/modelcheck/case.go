@@ -92,6 +92,18 @@ type Case struct {
 	// resets the zone once every step has been issued, before the commits.
 	Zone      int
 	ZoneReset bool
+
+	// Halts latched from inside a journal sync (crash-free runs, each
+	// followed by a restart): while the HaltSync-th Journal.Sync of the
+	// run is under way — the engine's lock released, the records not yet
+	// durable — an e-stop latches the full halt (Engine.Latch), or with
+	// HaltZone the zone "arm"'s halt (Engine.ZoneLatch), from another
+	// goroutine, as a real one would. With HaltFail the disk dies at that
+	// moment: that sync and every later file-system call fail (EIO, a
+	// dead disk). 0: no such halt.
+	HaltSync int
+	HaltZone bool
+	HaltFail bool
 }
 
 // String is the case's id: `check --case ID` replays it.
@@ -105,6 +117,16 @@ func (c Case) String() string {
 		fmt.Fprintf(&b, ".zone%d", c.Zone)
 		if c.ZoneReset {
 			b.WriteString(".zreset")
+		}
+	}
+	if c.HaltSync > 0 || c.HaltZone {
+		kind := "hsync"
+		if c.HaltZone {
+			kind = "zsync"
+		}
+		fmt.Fprintf(&b, ".%s%d", kind, c.HaltSync)
+		if c.HaltFail {
+			b.WriteString(".eio")
 		}
 	}
 	if c.Fault > 0 {
@@ -145,6 +167,14 @@ func ParseCase(id string) (Case, error) {
 			c.FirstTouch, ok = true, true
 		case part == "zreset":
 			c.ZoneReset, ok = true, true
+		case part == "eio":
+			c.HaltFail, ok = true, true
+		case strings.HasPrefix(part, "hsync"):
+			c.HaltSync, ok = num("hsync")
+			ok = ok && c.HaltSync > 0
+		case strings.HasPrefix(part, "zsync"):
+			c.HaltSync, ok = num("zsync")
+			c.HaltZone = true
 		case strings.HasPrefix(part, "zone"):
 			c.Zone, ok = num("zone")
 		case strings.HasPrefix(part, "f"):
@@ -200,8 +230,14 @@ func (c Case) valid() error {
 		return fmt.Errorf("fault and orphan must name a step")
 	case c.CompFail>>uint(c.Steps) != 0:
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
-	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || (c.Zone == 0 && (c.Expire < 1 || c.Expire > c.Steps))):
+	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || (c.Zone == 0 && !c.HaltZone && (c.Expire < 1 || c.Expire > c.Steps))):
 		return fmt.Errorf("two-saga case out of range")
+	case c.HaltZone && (c.Sagas != 2 || c.Zone != 0 || c.Expire != 0 || c.End != Commit):
+		return fmt.Errorf("a zone halt at a sync is a case of two sagas that both commit")
+	case c.HaltFail && c.HaltSync == 0:
+		return fmt.Errorf("a dead disk without a halt at a sync")
+	case c.HaltSync < 0 || c.HaltSync > maxHaltSync:
+		return fmt.Errorf("halt at sync %d out of range", c.HaltSync)
 	case c.Zone > 0 && (c.Sagas != 2 || c.Expire != 0 || c.End != Commit || c.Zone > c.Steps+c.Steps2):
 		return fmt.Errorf("zone case out of range")
 	case c.ZoneReset && c.Zone == 0:
@@ -214,6 +250,10 @@ func (c Case) valid() error {
 
 // maxSteps bounds a case: step targets and masks are sized for it.
 const maxSteps = 16
+
+// maxHaltSync bounds HaltSync (a run of maxSteps steps syncs far fewer
+// times).
+const maxHaltSync = 1 << 12
 
 // compensated lists the steps an unwind of this case attempts to move back
 // (those whose effect may have happened), as a mask: the compensation-failure
@@ -326,6 +366,42 @@ func subsets(mask uint32) []uint32 {
 	out := []uint32{0}
 	for sub := mask; sub != 0; sub = (sub - 1) & mask {
 		out = append(out, sub)
+	}
+	return out
+}
+
+// TwoSagaCommitCases lists, for two sagas of a and b steps with a+b <=
+// maxN, every interleaving in which both agents commit, marked HaltZone:
+// the runs that the zone halts latched at a sync are laid on (HaltCases).
+// Run as they are (HaltSync 0) they only count their syncs.
+func TwoSagaCommitCases(maxN int) []Case {
+	var out []Case
+	for total := 2; total <= maxN; total++ {
+		for a := 1; a < total; a++ {
+			b := total - a
+			for order := uint32(0); order < 1<<uint(total); order++ {
+				if popcount(order) == b {
+					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit, HaltZone: true})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// HaltCases lists the cases that latch a halt from inside a journal sync,
+// laid on c, whose run without one made syncs journal syncs: the halt at
+// each sync k = 1..syncs, with the disk alive and with it dying there. On
+// a TwoSagaCommitCases run the halt is the zone's; otherwise the full
+// halt.
+func HaltCases(c Case, syncs int) []Case {
+	var out []Case
+	for k := 1; k <= syncs && k <= maxHaltSync; k++ {
+		for _, fail := range []bool{false, true} {
+			hc := c
+			hc.HaltSync, hc.HaltFail = k, fail
+			out = append(out, hc)
+		}
 	}
 	return out
 }

@@ -44,6 +44,11 @@ type Config struct {
 	Workers            int // 0: GOMAXPROCS
 	// FirstTouch also runs every case in first-touch durability.
 	FirstTouch bool
+	// NoHaltSync leaves out the halts latched inside a journal sync
+	// (HaltCases); HaltSyncSteps, if set, lays them only on runs of at
+	// most that many steps in all.
+	NoHaltSync    bool
+	HaltSyncSteps int
 	// Progress, when set, is called every ProgressEvery (default 500ms)
 	// from a goroutine of its own while the check runs, never from a
 	// worker: a slow terminal cannot slow the check.
@@ -94,6 +99,11 @@ type Result struct {
 	// CrashEquivalent counts crash points not run because an earlier cut
 	// of the same case leaves the same durable journal and world.
 	CrashEquivalent int64
+	// HaltSync counts the cases that latch a halt from inside a journal
+	// sync (HaltCases), HaltFired those in which it fired (the rest found
+	// the engine already halted), HaltBase the runs of two committing
+	// sagas the zone's halts at a sync are laid on.
+	HaltSync, HaltFired, HaltBase int64
 	Cases           int64
 	Failed          []*Outcome // sorted by case id order
 	Took            time.Duration
@@ -114,6 +124,7 @@ func Check(cfg Config) *Result {
 	if cfg.Sagas >= 2 {
 		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
 		base = append(base, ZoneCases(cfg.MaxSteps)...)
+		base = append(base, TwoSagaCommitCases(cfg.MaxSteps)...)
 	}
 	if cfg.FirstTouch {
 		for _, c := range base[:len(base):len(base)] {
@@ -166,6 +177,21 @@ func Check(cfg Config) *Result {
 			defer wg.Done()
 			for c := range jobs {
 				o := Run(c)
+				if !cfg.NoHaltSync && (cfg.HaltSyncSteps == 0 || c.Steps+c.Steps2 <= cfg.HaltSyncSteps) {
+					for _, hc := range HaltCases(c, o.Syncs) {
+						ho := Run(hc)
+						record(ho, &res.HaltSync)
+						if ho.HaltFired {
+							atomicAdd(&mu, &res.HaltFired)
+						}
+					}
+				}
+				if c.HaltZone {
+					// Laid on for the zone's halts at a sync only.
+					record(o, &res.HaltBase)
+					baseDone.Add(1)
+					continue
+				}
 				if c.Zone > 0 {
 					record(o, &res.Zone)
 				} else if c.Sagas == 2 {

@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -138,6 +139,10 @@ type proc struct {
 	// ckpt keeps the journal's checkpoints (manual: drive writes one
 	// halfway through the run, Close another at the end).
 	ckpt *recovery.Checkpointer
+	// journal is the run's engine's journal (syncJournal); dead: the
+	// disk died (HaltFail), every file-system call fails.
+	journal *syncJournal
+	dead    atomic.Bool
 }
 
 // errPowerOff is what a crashed process's drivers answer: they drive
@@ -160,13 +165,27 @@ type robot struct {
 	// zoneLatched: the run has asked for the zone's halt and not reset it
 	// (set before ZoneHalt is called, cleared once ZoneReset returned).
 	zoneLatched bool
+	// fired: a halt latched at a sync (Case.HaltSync) has been latched.
+	fired bool
+	// onHalt: the reports the engine's halt goroutines delivered.
+	onHalt []*rollback.Report
+	// known: every saga id an agent was handed or a report named, in any
+	// process; reported and commits: by saga id, the processes that
+	// reported it unwound, and that acknowledged its commit.
+	known    map[uint64]bool
+	reported map[uint64][]string
+	commits  map[uint64][]string
+	// unjournaled: actuators a halt moved to their safe policy after the
+	// disk died (HaltFail): no record of it could be made.
+	unjournaled map[string]bool
 }
 
 // newRobot makes the robot of case c. With from, it starts as a copy of
 // from's robot after its run: the same world positions, the same call log
 // and violations so far (a recovery variant of a crash case).
 func newRobot(c Case, from *robot) *robot {
-	r := &robot{c: c, steps: c.plan(), world: sim.NewMemoryWorld(), devs: map[string]actuators.Driver{}}
+	r := &robot{c: c, steps: c.plan(), world: sim.NewMemoryWorld(), devs: map[string]actuators.Driver{},
+		known: map[uint64]bool{}, reported: map[uint64][]string{}, commits: map[uint64][]string{}, unjournaled: map[string]bool{}}
 	pos := initial
 	var snap map[string]sim.DeviceState
 	if from != nil {
@@ -178,6 +197,10 @@ func newRobot(c Case, from *robot) *robot {
 		from.mu.Lock()
 		r.calls = slices.Clone(from.calls)
 		r.violation = slices.Clone(from.violation)
+		r.known = maps.Clone(from.known)
+		r.reported = maps.Clone(from.reported)
+		r.commits = maps.Clone(from.commits)
+		r.unjournaled = maps.Clone(from.unjournaled)
 		from.mu.Unlock()
 	}
 	for _, n := range servoNames {
@@ -289,6 +312,9 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 	}
 	c.err = err != nil
 	r.mu.Lock()
+	if c.kind == safeCall && d.p.dead.Load() {
+		r.unjournaled[d.name] = true
+	}
 	r.calls = append(r.calls, c)
 	if d.p.id == 0 {
 		r.opsAtCall = append(r.opsAtCall, ops)
@@ -303,6 +329,9 @@ func (d *driver) Halt() error {
 	}
 	ops := d.p.fs.Ops()
 	d.r.mu.Lock()
+	if d.p.dead.Load() {
+		d.r.unjournaled[d.name] = true
+	}
 	d.r.calls = append(d.r.calls, call{proc: d.p.id, act: d.name, kind: haltCall})
 	if d.p.id == 0 {
 		d.r.opsAtCall = append(d.r.opsAtCall, ops)
