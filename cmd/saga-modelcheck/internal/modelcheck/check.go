@@ -104,9 +104,9 @@ type Result struct {
 	// the engine already halted), HaltBase the runs of two committing
 	// sagas the zone's halts at a sync are laid on.
 	HaltSync, HaltFired, HaltBase int64
-	Cases           int64
-	Failed          []*Outcome // sorted by case id order
-	Took            time.Duration
+	Cases                         int64
+	Failed                        []*Outcome // sorted by case id order
+	Took                          time.Duration
 }
 
 // Check enumerates every case within the bound and runs them in parallel.
