@@ -119,7 +119,7 @@ func (c Case) String() string {
 			b.WriteString(".zreset")
 		}
 	}
-	if c.HaltSync > 0 || c.HaltZone {
+	if c.HaltSync > 0 {
 		kind := "hsync"
 		if c.HaltZone {
 			kind = "zsync"
@@ -174,7 +174,7 @@ func ParseCase(id string) (Case, error) {
 			ok = ok && c.HaltSync > 0
 		case strings.HasPrefix(part, "zsync"):
 			c.HaltSync, ok = num("zsync")
-			c.HaltZone = true
+			c.HaltZone, ok = true, ok && c.HaltSync > 0
 		case strings.HasPrefix(part, "zone"):
 			c.Zone, ok = num("zone")
 		case strings.HasPrefix(part, "f"):
@@ -230,12 +230,12 @@ func (c Case) valid() error {
 		return fmt.Errorf("fault and orphan must name a step")
 	case c.CompFail>>uint(c.Steps) != 0:
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
-	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || (c.Zone == 0 && !c.HaltZone && (c.Expire < 1 || c.Expire > c.Steps))):
+	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || c.Expire > c.Steps || (c.Zone == 0 && c.Expire == 0 && c.End != Commit)):
 		return fmt.Errorf("two-saga case out of range")
-	case c.HaltZone && (c.Sagas != 2 || c.Zone != 0 || c.Expire != 0 || c.End != Commit):
-		return fmt.Errorf("a zone halt at a sync is a case of two sagas that both commit")
-	case c.HaltFail && c.HaltSync == 0:
-		return fmt.Errorf("a dead disk without a halt at a sync")
+	case c.HaltZone && (c.Sagas != 2 || c.Zone != 0):
+		return fmt.Errorf("a zone halt at a sync is a case of two sagas without a scheduled zone halt")
+	case (c.HaltFail || c.HaltZone) && c.HaltSync == 0:
+		return fmt.Errorf("a dead disk or a zone without a halt at a sync")
 	case c.HaltSync < 0 || c.HaltSync > maxHaltSync:
 		return fmt.Errorf("halt at sync %d out of range", c.HaltSync)
 	case c.Zone > 0 && (c.Sagas != 2 || c.Expire != 0 || c.End != Commit || c.Zone > c.Steps+c.Steps2):
@@ -371,9 +371,9 @@ func subsets(mask uint32) []uint32 {
 }
 
 // TwoSagaCommitCases lists, for two sagas of a and b steps with a+b <=
-// maxN, every interleaving in which both agents commit, marked HaltZone:
-// the runs that the zone halts latched at a sync are laid on (HaltCases).
-// Run as they are (HaltSync 0) they only count their syncs.
+// maxN, every interleaving in which both agents commit: runs the halts
+// latched at a sync are laid on (HaltCases). Run as they are they have no
+// oracle; the invariants judge them.
 func TwoSagaCommitCases(maxN int) []Case {
 	var out []Case
 	for total := 2; total <= maxN; total++ {
@@ -381,7 +381,7 @@ func TwoSagaCommitCases(maxN int) []Case {
 			b := total - a
 			for order := uint32(0); order < 1<<uint(total); order++ {
 				if popcount(order) == b {
-					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit, HaltZone: true})
+					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit})
 				}
 			}
 		}
@@ -390,18 +390,27 @@ func TwoSagaCommitCases(maxN int) []Case {
 }
 
 // HaltCases lists the cases that latch a halt from inside a journal sync,
-// laid on c, whose run without one made syncs journal syncs: the halt at
-// each sync k = 1..syncs, with the disk alive and with it dying there. On
-// a TwoSagaCommitCases run the halt is the zone's; otherwise the full
-// halt.
+// laid on c, whose run without one made syncs journal syncs: the full
+// halt at each sync k = 1..syncs, with the disk alive and with it dying
+// there; and in two-saga cases without a scheduled zone halt, the zone's
+// halt the same way.
 func HaltCases(c Case, syncs int) []Case {
+	zone := []bool{false}
+	if c.Sagas == 2 && c.Zone == 0 {
+		zone = append(zone, true)
+	}
 	var out []Case
 	for k := 1; k <= syncs && k <= maxHaltSync; k++ {
-		for _, fail := range []bool{false, true} {
-			hc := c
-			hc.HaltSync, hc.HaltFail = k, fail
-			out = append(out, hc)
+		for _, z := range zone {
+			for _, fail := range []bool{false, true} {
+				hc := c
+				hc.HaltSync, hc.HaltZone, hc.HaltFail = k, z, fail
+				out = append(out, hc)
+			}
 		}
 	}
 	return out
 }
+
+// commitBoth reports whether c is a TwoSagaCommitCases run.
+func (c Case) commitBoth() bool { return c.Sagas == 2 && c.Zone == 0 && c.Expire == 0 }

@@ -186,8 +186,8 @@ func Check(cfg Config) *Result {
 						}
 					}
 				}
-				if c.HaltZone {
-					// Laid on for the zone's halts at a sync only.
+				if c.commitBoth() {
+					// Laid on for the halts at a sync only.
 					record(o, &res.HaltBase)
 					baseDone.Add(1)
 					continue

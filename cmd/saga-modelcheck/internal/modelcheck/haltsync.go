@@ -202,8 +202,20 @@ func (r *robot) settle(e *rollback.Engine) {
 	r.mu.Lock()
 	fired := r.fired
 	r.mu.Unlock()
-	if fired {
-		waitHalts(e)
+	if !fired {
+		return
+	}
+	waitHalts(e)
+	// A halt applied ends every open saga: none may be left open under
+	// it (its agent would be refused forever, its report never sent).
+	// With the journal failed a saga whose step or commit was being
+	// synced is left open: the engine can record nothing more, and what
+	// the failed sync left on the disk decides, at the restart, whether
+	// it committed or is unwound.
+	if h, _ := e.Halted(); h && e.Err() == nil {
+		if open := e.OpenSagas(); len(open) != 0 {
+			r.violate("run: sagas %v open after the halt was applied", open)
+		}
 	}
 }
 
@@ -264,12 +276,16 @@ func (r *robot) got(p *proc, reps ...*rollback.Report) {
 }
 
 // handedOut records a saga id Begin returned to an agent of process p,
-// and checks Begin's promise: the BEGIN is durable.
+// and checks Begin's promise: the BEGIN is durable, and the saga is open
+// (no report has ended it).
 func (r *robot) handedOut(p *proc, id uint64) {
 	if p.fs.AfterCrash() == nil && !durableBegins(p.fs)[id] {
 		r.violate("%s: Begin returned saga %d, whose BEGIN is not durable", p.label(), id)
 	}
 	r.mu.Lock()
+	if by, ok := r.reported[id]; ok {
+		r.violation = append(r.violation, fmt.Sprintf("%s: Begin handed out saga %d, which a report had already ended (%v)", p.label(), id, by))
+	}
 	r.known[id] = true
 	r.mu.Unlock()
 }
@@ -330,4 +346,13 @@ func (r *robot) beginAfterRestart(p *proc, e *rollback.Engine) {
 		return
 	}
 	r.committed(p, id)
+}
+
+// beliefs is where the engine believes each actuator is.
+func beliefs(e *rollback.Engine) map[string]float64 {
+	out := map[string]float64{}
+	for _, n := range append(append([]string(nil), servoNames...), pulseName) {
+		out[n], _ = e.Commanded(n)
+	}
+	return out
 }

@@ -137,6 +137,9 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 		run.engine.Store(res.Engine)
 		run.ckpt = res.Checkpointer
 		reports = r.drive(run, res.Engine)
+		if c.HaltSync > 0 && !c.HaltFail && len(res.Engine.OpenSagas()) == 0 {
+			r.live = beliefs(res.Engine)
+		}
 		res.Close()
 	} else if run.fs.AfterCrash() == nil {
 		r.violate("run: a fresh journal did not open: %v", err)
@@ -161,7 +164,7 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 		// own reports against the model, then recover the journal as a
 		// restart would find it (every record was synced by Close).
 		switch {
-		case c.Crash != 0 || c.HaltSync > 0 || c.HaltZone:
+		case c.Crash != 0 || c.HaltSync > 0 || c.commitBoth():
 			// The halt at a sync: no oracle; the invariants judge.
 		case c.Zone > 0:
 			r.predictZone(reports)
@@ -585,6 +588,15 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	r.noteReports(p.label(), res.Reports)
 	if open := res.Engine.OpenSagas(); len(open) != 0 {
 		r.violate("%s: sagas %v still open after recovery", p.label(), open)
+	}
+	if r.live != nil {
+		// The run's engine closed with no saga open and every record
+		// durable: the rebuild must believe what it believed.
+		for name, live := range r.live {
+			if got, _ := res.Engine.Commanded(name); got != live {
+				r.violate("%s: the rebuilt engine believes %s at %g, the engine that wrote the journal believed %g", p.label(), name, got, live)
+			}
+		}
 	}
 	if r.c.HaltSync > 0 {
 		r.beginAfterRestart(p, res.Engine)

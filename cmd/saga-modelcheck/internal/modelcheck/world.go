@@ -175,6 +175,10 @@ type robot struct {
 	known    map[uint64]bool
 	reported map[uint64][]string
 	commits  map[uint64][]string
+	// live: what the run's engine believed of each actuator when it
+	// closed (halt-at-sync cases that closed with no saga open, the disk
+	// alive), for the restart to compare its rebuild with.
+	live map[string]float64
 	// unjournaled: actuators a halt moved to their safe policy after the
 	// disk died (HaltFail): no record of it could be made.
 	unjournaled map[string]bool
@@ -201,6 +205,7 @@ func newRobot(c Case, from *robot) *robot {
 		r.reported = maps.Clone(from.reported)
 		r.commits = maps.Clone(from.commits)
 		r.unjournaled = maps.Clone(from.unjournaled)
+		r.live = from.live
 		from.mu.Unlock()
 	}
 	for _, n := range servoNames {
