@@ -102,7 +102,9 @@ type Case struct {
 	// moment: that sync and every later file-system call fail (EIO, a
 	// dead disk). 0: no such halt.
 	HaltSync int
-	HaltZone bool
+	// HaltZone names the zone halted instead of the full halt: "arm" (the
+	// shoulder, safe value) or "root" (the base, safe policy hold).
+	HaltZone string
 	HaltFail bool
 }
 
@@ -121,10 +123,13 @@ func (c Case) String() string {
 	}
 	if c.HaltSync > 0 {
 		kind := "hsync"
-		if c.HaltZone {
+		if c.HaltZone != "" {
 			kind = "zsync"
 		}
 		fmt.Fprintf(&b, ".%s%d", kind, c.HaltSync)
+		if c.HaltZone != "" {
+			b.WriteString("-" + c.HaltZone)
+		}
 		if c.HaltFail {
 			b.WriteString(".eio")
 		}
@@ -173,8 +178,10 @@ func ParseCase(id string) (Case, error) {
 			c.HaltSync, ok = num("hsync")
 			ok = ok && c.HaltSync > 0
 		case strings.HasPrefix(part, "zsync"):
-			c.HaltSync, ok = num("zsync")
-			c.HaltZone, ok = true, ok && c.HaltSync > 0
+			k, zone, found := strings.Cut(part[len("zsync"):], "-")
+			n, err := strconv.Atoi(k)
+			c.HaltSync, c.HaltZone = n, zone
+			ok = found && err == nil && n > 0 && (zone == haltedZone || zone == rootZone)
 		case strings.HasPrefix(part, "zone"):
 			c.Zone, ok = num("zone")
 		case strings.HasPrefix(part, "f"):
@@ -232,9 +239,9 @@ func (c Case) valid() error {
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
 	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || c.Expire > c.Steps || (c.Zone == 0 && c.Expire == 0 && c.End != Commit)):
 		return fmt.Errorf("two-saga case out of range")
-	case c.HaltZone && (c.Sagas != 2 || c.Zone != 0):
+	case c.HaltZone != "" && (c.Sagas != 2 || c.Zone != 0):
 		return fmt.Errorf("a zone halt at a sync is a case of two sagas without a scheduled zone halt")
-	case (c.HaltFail || c.HaltZone) && c.HaltSync == 0:
+	case (c.HaltFail || c.HaltZone != "") && c.HaltSync == 0:
 		return fmt.Errorf("a dead disk or a zone without a halt at a sync")
 	case c.HaltSync < 0 || c.HaltSync > maxHaltSync:
 		return fmt.Errorf("halt at sync %d out of range", c.HaltSync)
@@ -395,9 +402,9 @@ func TwoSagaCommitCases(maxN int) []Case {
 // there; and in two-saga cases without a scheduled zone halt, the zone's
 // halt the same way.
 func HaltCases(c Case, syncs int) []Case {
-	zone := []bool{false}
+	zone := []string{""}
 	if c.Sagas == 2 && c.Zone == 0 {
-		zone = append(zone, true)
+		zone = append(zone, haltedZone, rootZone)
 	}
 	var out []Case
 	for k := 1; k <= syncs && k <= maxHaltSync; k++ {

@@ -77,7 +77,7 @@ func (j *syncJournal) Sync() error {
 	act := j.lastAct
 	j.mu.Unlock()
 	if fire {
-		j.latch(e, intent, intent && inHaltedZone(act))
+		j.latch(e, intent, intent && inZone(j.r.c.HaltZone, act))
 	}
 	return j.inner.Sync()
 }
@@ -97,7 +97,7 @@ func (j *syncJournal) Syncs() int {
 func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	r := j.r
 	c := r.c
-	if h, _ := e.Halted(); h || (c.HaltZone && zoneLatched(e)) {
+	if h, _ := e.Halted(); h || (c.HaltZone != "" && zoneLatched(e, c.HaltZone)) {
 		// Already halted (a failed compensation's halt, whose own sync
 		// this is): a second press changes nothing the model can see.
 		return
@@ -111,16 +111,19 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	j.mu.Unlock()
 	r.mu.Lock()
 	r.fired = true
-	if c.HaltZone {
+	switch c.HaltZone {
+	case haltedZone:
 		r.zoneLatched = true
+	case rootZone:
+		r.rootLatched = true
 	}
 	r.mu.Unlock()
 	if c.HaltFail {
 		j.p.dead.Store(true)
 	}
 	why := fmt.Sprintf("model: e-stop during journal sync %d", c.HaltSync)
-	if c.HaltZone {
-		if _, err := e.ZoneLatch(haltedZone, why); err != nil {
+	if c.HaltZone != "" {
+		if _, err := e.ZoneLatch(c.HaltZone, why); err != nil {
 			r.violate("run: zone latch: %v", err)
 		}
 	} else {
@@ -133,8 +136,8 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	// is not, so the full lane is idle unless the dead disk latches it.
 	// A halt that waits for this sync's effect cannot be applied before
 	// the sync returns: then its first sync is waited for instead.
-	waitFull := !c.HaltZone || c.HaltFail
-	waitZone := c.HaltZone
+	waitFull := c.HaltZone == "" || c.HaltFail
+	waitZone := c.HaltZone != ""
 	stuck := false
 	if waitFull && inflight {
 		waitFull, stuck = false, true
@@ -181,14 +184,20 @@ func waitHalts(e *rollback.Engine) {
 	}
 }
 
+// zoneGen is the sum of the model's zones' halt generations: it grows
+// with every zone halt latched.
 func zoneGen(e *rollback.Engine) uint64 {
-	g, _ := e.ZoneGen(haltedZone)
-	return g
+	var sum uint64
+	for name := range zones {
+		g, _ := e.ZoneGen(name)
+		sum += g
+	}
+	return sum
 }
 
-func zoneLatched(e *rollback.Engine) bool {
+func zoneLatched(e *rollback.Engine, name string) bool {
 	for _, z := range e.Zones() {
-		if z.Name == haltedZone && z.Halted {
+		if z.Name == name && z.Halted {
 			return true
 		}
 	}

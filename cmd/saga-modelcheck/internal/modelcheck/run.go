@@ -550,7 +550,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	if r.c.RecoveryCrash > 0 {
 		tmp := img.Crash(crashfs.KeepAll())
 		tmp.CutPowerAt(r.c.RecoveryCrash, crashfs.DropUnsynced())
-		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
+		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted, rootHaltedAtStart: before.rootHalted}
 		mark := len(r.calls)
 		if res, err := recovery.Open(p.options(r)); err == nil {
 			r.checkReports(p.label(), res.Reports)
@@ -571,7 +571,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 			before = journalFacts(img)
 		}
 	}
-	p := &proc{id: id, fs: img, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
+	p := &proc{id: id, fs: img, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted, rootHaltedAtStart: before.rootHalted}
 	mark := len(r.calls)
 	res, err := recovery.Open(p.options(r))
 	if err != nil {
@@ -605,6 +605,9 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 		if z.Name == haltedZone && z.Halted != before.zoneHalted {
 			r.violate("%s: zone %s rebuilt halted=%v, the journal says %v", p.label(), z.Name, z.Halted, before.zoneHalted)
 		}
+		if z.Name == rootZone && z.Halted != before.rootHalted {
+			r.violate("%s: zone %s rebuilt halted=%v, the journal says %v", p.label(), z.Name, z.Halted, before.rootHalted)
+		}
 	}
 	if err := res.Close(); err != nil {
 		r.violate("%s: close: %v", p.label(), err)
@@ -633,6 +636,7 @@ func (r *robot) checkRebuildRules(label string, img *crashfs.FS) {
 type facts struct {
 	halted     bool
 	zoneHalted bool            // the zone's last record is a ZONE_HALT
+	rootHalted bool            // the same for the root zone
 	settled    map[[2]int]bool // (engine saga, step) whose bucket is durable
 }
 
@@ -646,8 +650,10 @@ func journalFacts(fs *crashfs.FS) facts {
 			f.halted = false
 		case rollback.RecZoneHalt:
 			f.zoneHalted = f.zoneHalted || rec.Code == haltedZone
+			f.rootHalted = f.rootHalted || rec.Code == rootZone
 		case rollback.RecZoneReset:
 			f.zoneHalted = f.zoneHalted && rec.Code != haltedZone
+			f.rootHalted = f.rootHalted && rec.Code != rootZone
 		case rollback.RecCompDone:
 			if rec.Code != "" {
 				f.settled[[2]int{int(rec.Saga), int(rec.Step)}] = true

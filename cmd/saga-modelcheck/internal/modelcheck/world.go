@@ -37,11 +37,20 @@ var (
 
 // The model's zones: the shoulder alone in "arm" (the zone cases halt
 // it), the second saga's actuators in "wheels"; the base is in none.
-var zones = map[string][]string{"arm": {"shoulder"}, "wheels": {"elbow", "gripper"}}
+var zones = map[string][]string{"arm": {"shoulder"}, "wheels": {"elbow", "gripper"}, "root": {"base"}}
 
 const haltedZone = "arm"
 
+// rootZone holds the base alone (safe policy hold): only the zone halts
+// at a sync (Case.HaltZone) halt it.
+const rootZone = "root"
+
 func inHaltedZone(act string) bool { return act == "shoulder" }
+
+// inZone reports whether act is in the zone named.
+func inZone(zone, act string) bool {
+	return (zone == haltedZone && act == "shoulder") || (zone == rootZone && act == "base")
+}
 
 // retries is the engine's compensation retry budget in the model.
 const retries = 2
@@ -136,6 +145,7 @@ type proc struct {
 	// haltedAtStart: the journal this process recovered had latched halt;
 	// zoneHaltedAtStart, the zone's halt.
 	haltedAtStart, zoneHaltedAtStart bool
+	rootHaltedAtStart                bool
 	// ckpt keeps the journal's checkpoints (manual: drive writes one
 	// halfway through the run, Close another at the end).
 	ckpt *recovery.Checkpointer
@@ -165,6 +175,8 @@ type robot struct {
 	// zoneLatched: the run has asked for the zone's halt and not reset it
 	// (set before ZoneHalt is called, cleared once ZoneReset returned).
 	zoneLatched bool
+	// rootLatched: the run latched the root zone's halt at a sync.
+	rootLatched bool
 	// fired: a halt latched at a sync (Case.HaltSync) has been latched.
 	fired bool
 	// onHalt: the reports the engine's halt goroutines delivered.
@@ -296,6 +308,9 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 		if inHaltedZone(d.name) && d.zoneHalted() {
 			r.violate("%s: %s while its zone %s is halted", d.p.label(), c, haltedZone)
 		}
+		if inZone(rootZone, d.name) && d.rootHalted() {
+			r.violate("%s: %s while its zone %s is halted", d.p.label(), c, rootZone)
+		}
 	}
 	var err error
 	switch {
@@ -367,6 +382,15 @@ func (d *driver) zoneHalted() bool {
 		return d.r.zoneLatched
 	}
 	return d.p.zoneHaltedAtStart
+}
+
+func (d *driver) rootHalted() bool {
+	if d.p.id == 0 {
+		d.r.mu.Lock()
+		defer d.r.mu.Unlock()
+		return d.r.rootLatched
+	}
+	return d.p.rootHaltedAtStart
 }
 
 func (d *driver) halted() bool {
