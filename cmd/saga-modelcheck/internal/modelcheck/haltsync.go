@@ -118,7 +118,9 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 		r.rootLatched = true
 	}
 	r.mu.Unlock()
-	if c.HaltFail {
+	if c.HaltFail && c.HaltZone == "" {
+		// The disk dies now: the halt's own records fail too, and the
+		// failure's halt joins this one's pass.
 		j.p.dead.Store(true)
 	}
 	why := fmt.Sprintf("model: e-stop during journal sync %d", c.HaltSync)
@@ -129,14 +131,12 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	} else {
 		e.Latch(why)
 	}
-	// Which halts to wait for: the one latched, and with a dead disk the
-	// full halt its failure latches. A full halt does not wait for the
-	// zones: this sync may be a zone pass's own (the zone's lane is then
-	// this caller's). A zone's halt is latched only when the full halt
-	// is not, so the full lane is idle unless the dead disk latches it.
-	// A halt that waits for this sync's effect cannot be applied before
-	// the sync returns: then its first sync is waited for instead.
-	waitFull := c.HaltZone == "" || c.HaltFail
+	// Which halt to wait for: the one latched. A full halt does not wait
+	// for the zones: this sync may be a zone pass's own (the zone's lane
+	// is then this caller's). A halt that waits for this sync's effect
+	// cannot be applied before the sync returns: then its first sync is
+	// waited for instead.
+	waitFull := c.HaltZone == ""
 	waitZone := c.HaltZone != ""
 	stuck := false
 	if waitFull && inflight {
@@ -164,6 +164,14 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	<-done
 	if stuck {
 		<-synced
+	}
+	if c.HaltFail && c.HaltZone != "" {
+		// With a zone's halt the disk dies once the zone's halt has
+		// journaled: the full halt the failure latches then runs on a
+		// goroutine of its own while this sync fails, and had it been
+		// latched while the zone's pass ran, the two passes' safe moves
+		// would interleave either way.
+		j.p.dead.Store(true)
 	}
 	j.mu.Lock()
 	j.window, j.haltSynced = false, nil

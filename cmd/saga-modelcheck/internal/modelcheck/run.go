@@ -177,7 +177,7 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 	recoverFrom := func(rc Case) *Outcome {
 		r2 := newRobot(rc, r)
 		defer r2.world.Close()
-		o2 := &Outcome{Case: rc, Ops: o.Ops, Crashed: o.Crashed, Syncs: o.Syncs}
+		o2 := &Outcome{Case: rc, Ops: o.Ops, Crashed: o.Crashed, Syncs: o.Syncs, HaltFired: r.fired}
 		r2.recoverAndCheck(o2, img.Crash(crashfs.KeepAll()))
 		return r2.finish(o2, all)
 	}
@@ -202,7 +202,7 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 
 func (r *robot) finish(o *Outcome, reports []*rollback.Report) *Outcome {
 	r.checkCommitsAndReports()
-	o.HaltFired = r.fired
+	o.HaltFired = o.HaltFired || r.fired
 	o.Violations = r.violation
 	for _, cl := range r.calls {
 		o.Calls = append(o.Calls, cl.String())
