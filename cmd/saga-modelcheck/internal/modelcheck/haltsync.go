@@ -224,12 +224,10 @@ func (r *robot) settle(e *rollback.Engine) {
 	}
 	waitHalts(e)
 	// A halt applied ends every open saga: none may be left open under
-	// it (its agent would be refused forever, its report never sent).
-	// With the journal failed a saga whose step or commit was being
-	// synced is left open: the engine can record nothing more, and what
-	// the failed sync left on the disk decides, at the restart, whether
-	// it committed or is unwound.
-	if h, _ := e.Halted(); h && e.Err() == nil {
+	// it (its agent would be refused forever, its report never sent) —
+	// the journal's own failure's halt included, which once left open a
+	// saga whose step or commit was being synced.
+	if h, _ := e.Halted(); h {
 		if open := e.OpenSagas(); len(open) != 0 {
 			r.violate("run: sagas %v open after the halt was applied", open)
 		}
