@@ -31,6 +31,12 @@ var Invariants = []string{
 	"zones: no step or compensation moves an actuator of a halted zone (in the run, or in a recovery of a journal that ends with the zone halted); only its safe policy does",
 	"zones: a zone halt unwinds exactly the sagas that touch the zone (whole: their other steps compensated), refuses steps on the zone with ZONE_HALTED, never latches the full halt, and the saga outside the zone keeps stepping and commits",
 	"zones: the zone's halt rebuilt from the journal (after every power cut, in the run or in recovery) is the journal's last word on it, and a crash-free zone case ends where an independent model puts every actuator",
+	"halts at a sync: every invariant above holds with a full halt, or a zone's halt, latched from another goroutine inside every journal sync of the run (the engine's lock released), with the disk alive and with it dying there, and after the restart that follows",
+	"no RollbackReport names a saga whose BEGIN is not durable when the report is delivered (after a restart that id would be handed out again)",
+	"a saga id is handed out once: Begin returns only ids whose BEGIN is durable and that no report has ended, and after a restart Begin hands out none an agent was given or a report named before",
+	"a saga whose commit was acknowledged is never named by a RollbackReport, in any process; a reported saga never commits",
+	"a halt applied leaves no saga open (a halt ends every open saga; the journal's own failure's halt included)",
+	"after the restart that follows a halt at a sync, the rebuilt engine believes every actuator where the engine that wrote the journal believed it (when that engine closed with no saga open and the disk alive)",
 }
 
 // Config bounds a check.
