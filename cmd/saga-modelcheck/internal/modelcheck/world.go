@@ -177,8 +177,9 @@ type robot struct {
 	zoneLatched bool
 	// rootLatched: the run latched the root zone's halt at a sync.
 	rootLatched bool
-	// fired: a halt latched at a sync (Case.HaltSync) has been latched.
-	fired bool
+	// fired: a halt latched at a sync (Case.HaltSync) has been latched;
+	// openAfterHalt: a saga was found open once it was applied.
+	fired, openAfterHalt bool
 	// onHalt: the reports the engine's halt goroutines delivered.
 	onHalt []*rollback.Report
 	// known: every saga id an agent was handed or a report named, in any
