@@ -17,6 +17,11 @@ type Options struct {
 	WAL wal.Options
 	// Engine configures the engine; its Journal is set by Open.
 	Engine rollback.Config
+	// WrapJournal, if set, is given the journal Open hands the engine and
+	// returns the one the engine writes to instead. It is for test
+	// harnesses that interpose on the journal (the model check latches
+	// halts from inside a sync); the daemon leaves it nil.
+	WrapJournal func(rollback.Journal) rollback.Journal
 	// HaltFirst, if set, is asked after the state is rebuilt from the
 	// journal and before open sagas are finished; a non-empty answer (an
 	// e-stop found pressed at start) latches halt first, so that recovery
@@ -163,6 +168,9 @@ func Open(opt Options) (_ *Result, err error) {
 	}
 	cfg := opt.Engine
 	cfg.Journal = res.Log
+	if opt.WrapJournal != nil {
+		cfg.Journal = opt.WrapJournal(res.Log)
+	}
 	res.Engine, err = rollback.New(cfg)
 	if err != nil {
 		return nil, err

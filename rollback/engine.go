@@ -513,20 +513,28 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		st.moving++
 	}
 	e.mu.Unlock()
+	counted := err == nil // the effect counts in flight
 	if err == nil && (e.cfg.Durability == EveryStep || firstTouch) {
-		if err = e.sync(); err != nil {
-			e.mu.Lock()
-			e.effectDone(st)
-			e.mu.Unlock()
-		}
+		err = e.sync()
 	}
 	if err != nil {
 		// The intent may not be durable: the effect must not happen.
 		e.mu.Lock()
+		if counted {
+			e.effectDone(st)
+		}
 		sp.outcome = Failed
 		s.busy = false
+		jerr := &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+		if e.stopped() {
+			// The failure latched the halt, whose pass left this saga
+			// alone while it was busy (or has yet to run): it ends here,
+			// under the same lock, as that pass would have ended it — not
+			// ended or left open by whichever goroutine came first.
+			jerr.Report = e.closeHaltedLocked(s)
+		}
 		e.mu.Unlock()
-		return StepResult{}, &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+		return StepResult{}, jerr
 	}
 	if e.latched() {
 		// A halt latched while the intent was being made durable: the halt
@@ -747,7 +755,13 @@ func (e *Engine) Commit(sagaID uint64, owner Owner) error {
 	err := e.journal(&Record{Type: RecCommit, Saga: s.id})
 	s.busy = false
 	if err != nil {
-		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+		jerr := &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
+		if e.stopped() {
+			// As in Step: the failure latched the halt, whose pass left
+			// the saga alone while its COMMIT was synced.
+			jerr.Report = e.closeHaltedLocked(s)
+		}
+		return jerr
 	}
 	e.closeLocked(s)
 	return nil

@@ -295,6 +295,10 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		return api.StepReply(req.ID, req.Saga, res), false
 	case api.OpCommit:
 		if err := s.engine.Commit(req.Saga, owner); err != nil {
+			var ee *rollback.Error
+			if errors.As(err, &ee) && ee.Report != nil {
+				s.publishReport(ee.Report) // a saga ended by the journal's halt while it committed
+			}
 			return api.ErrorReply(req.ID, err), false
 		}
 		ok.Saga = req.Saga

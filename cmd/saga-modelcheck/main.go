@@ -40,6 +40,8 @@ func run(args []string, stdout io.Writer) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "cases run in parallel")
 	durability := fs.String("durability", "every-step", "every-step, or both: also every case in first-touch durability")
 	every := fs.Duration("progress-every", 500*time.Millisecond, "how often the progress line is redrawn on a terminal")
+	haltSync := fs.Bool("halt-sync", true, "also latch a halt (and, with two sagas, a zone's halt) from inside every journal sync of each run, with and without the disk dying there, each followed by a restart")
+	haltSyncSteps := fs.Int("halt-sync-steps", 0, "lay the halts at a sync only on runs of at most this many steps in all (0: every run)")
 	verbose := fs.Bool("v", false, "print the invariants and the full account even when the output is not a terminal (default there: one summary line)")
 	if err := fs.Parse(args); err != nil {
 		return cli.Exit(2, "%v", err)
@@ -66,12 +68,20 @@ func run(args []string, stdout io.Writer) error {
 		return cli.Exit(2, "check: --durability must be every-step or both")
 	}
 	cfg := modelcheck.Config{MaxSteps: *maxSteps, Sagas: *sagas, AllRecoveryCrashes: *allRec, Workers: *workers,
-		FirstTouch: *durability == "both"}
+		FirstTouch: *durability == "both", NoHaltSync: !*haltSync, HaltSyncSteps: *haltSyncSteps}
 	bound := fmt.Sprintf("sagas of 1..%d steps", *maxSteps)
 	if *sagas == 2 {
 		bound += fmt.Sprintf(", and two interleaved sagas of %d steps in all", *maxSteps)
 	}
 	bound += "; durability " + *durability
+	switch {
+	case !*haltSync:
+		bound += "; no halts at a sync"
+	case *haltSyncSteps > 0:
+		bound += fmt.Sprintf("; halts at every sync of runs of up to %d steps", *haltSyncSteps)
+	default:
+		bound += "; halts at every sync"
+	}
 	// A person at a terminal gets the invariants, a progress line while
 	// it runs and the full account; a log (CI, a pipe) gets one line.
 	full := *verbose || cli.Interactive(os.Stdout)
@@ -90,9 +100,9 @@ func run(args []string, stdout io.Writer) error {
 	res := modelcheck.Check(cfg)
 	bar.clear()
 	if !full {
-		fmt.Fprintf(stdout, "model check: %d cases in %.1fs (%.0f/s), %d violations; %s; %d crash-free, %d two-saga, %d power cuts (%d struck mid-run), %d cuts in recovery (%d struck), %d recoveries from a checkpoint\n",
+		fmt.Fprintf(stdout, "model check: %d cases in %.1fs (%.0f/s), %d violations; %s; %d crash-free, %d two-saga, %d power cuts (%d struck mid-run), %d cuts in recovery (%d struck), %d recoveries from a checkpoint, %d halts at a sync (%d latched)\n",
 			res.Cases, res.Took.Seconds(), float64(res.Cases)/res.Took.Seconds(), len(res.Failed), bound,
-			res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.FromCheckpoint)
+			res.Base, res.TwoSaga, res.Crash, res.CrashesStruck, res.RecoveryCrash, res.RecoveryCrashesStruck, res.FromCheckpoint, res.HaltSync, res.HaltFired)
 	} else {
 		fmt.Fprintf(stdout, "\ncases run:        %d in %.1fs (%.0f/s)\n", res.Cases, res.Took.Seconds(), float64(res.Cases)/res.Took.Seconds())
 		fmt.Fprintf(stdout, "  crash-free:     %d single-saga, %d two-saga, %d zone\n", res.Base, res.TwoSaga, res.Zone)
@@ -100,6 +110,8 @@ func run(args []string, stdout io.Writer) error {
 			res.Crash, res.CrashesStruck, res.CrashEquivalent)
 		fmt.Fprintf(stdout, "  cut in recovery: %d (%d struck)\n", res.RecoveryCrash, res.RecoveryCrashesStruck)
 		fmt.Fprintf(stdout, "  recoveries that started from a checkpoint: %d\n", res.FromCheckpoint)
+		fmt.Fprintf(stdout, "  halt at a sync:  %d (%d latched, the rest found the engine halted already), each restarted; laid on %d runs of two committing sagas besides\n",
+			res.HaltSync, res.HaltFired, res.HaltBase)
 		fmt.Fprintf(stdout, "violations:       %d cases\n", len(res.Failed))
 	}
 	if len(res.Failed) > 0 {

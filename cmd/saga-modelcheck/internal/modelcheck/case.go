@@ -92,6 +92,20 @@ type Case struct {
 	// resets the zone once every step has been issued, before the commits.
 	Zone      int
 	ZoneReset bool
+
+	// Halts latched from inside a journal sync (crash-free runs, each
+	// followed by a restart): while the HaltSync-th Journal.Sync of the
+	// run is under way — the engine's lock released, the records not yet
+	// durable — an e-stop latches the full halt (Engine.Latch), or with
+	// HaltZone the zone "arm"'s halt (Engine.ZoneLatch), from another
+	// goroutine, as a real one would. With HaltFail the disk dies at that
+	// moment: that sync and every later file-system call fail (EIO, a
+	// dead disk). 0: no such halt.
+	HaltSync int
+	// HaltZone names the zone halted instead of the full halt: "arm" (the
+	// shoulder, safe value) or "root" (the base, safe policy hold).
+	HaltZone string
+	HaltFail bool
 }
 
 // String is the case's id: `check --case ID` replays it.
@@ -105,6 +119,19 @@ func (c Case) String() string {
 		fmt.Fprintf(&b, ".zone%d", c.Zone)
 		if c.ZoneReset {
 			b.WriteString(".zreset")
+		}
+	}
+	if c.HaltSync > 0 {
+		kind := "hsync"
+		if c.HaltZone != "" {
+			kind = "zsync"
+		}
+		fmt.Fprintf(&b, ".%s%d", kind, c.HaltSync)
+		if c.HaltZone != "" {
+			b.WriteString("-" + c.HaltZone)
+		}
+		if c.HaltFail {
+			b.WriteString(".eio")
 		}
 	}
 	if c.Fault > 0 {
@@ -145,6 +172,16 @@ func ParseCase(id string) (Case, error) {
 			c.FirstTouch, ok = true, true
 		case part == "zreset":
 			c.ZoneReset, ok = true, true
+		case part == "eio":
+			c.HaltFail, ok = true, true
+		case strings.HasPrefix(part, "hsync"):
+			c.HaltSync, ok = num("hsync")
+			ok = ok && c.HaltSync > 0
+		case strings.HasPrefix(part, "zsync"):
+			k, zone, found := strings.Cut(part[len("zsync"):], "-")
+			n, err := strconv.Atoi(k)
+			c.HaltSync, c.HaltZone = n, zone
+			ok = found && err == nil && n > 0 && (zone == haltedZone || zone == rootZone)
 		case strings.HasPrefix(part, "zone"):
 			c.Zone, ok = num("zone")
 		case strings.HasPrefix(part, "f"):
@@ -200,8 +237,14 @@ func (c Case) valid() error {
 		return fmt.Errorf("fault and orphan must name a step")
 	case c.CompFail>>uint(c.Steps) != 0:
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
-	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || (c.Zone == 0 && (c.Expire < 1 || c.Expire > c.Steps))):
+	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || c.Expire > c.Steps || (c.Zone == 0 && c.Expire == 0 && c.End != Commit)):
 		return fmt.Errorf("two-saga case out of range")
+	case c.HaltZone != "" && (c.Sagas != 2 || c.Zone != 0):
+		return fmt.Errorf("a zone halt at a sync is a case of two sagas without a scheduled zone halt")
+	case (c.HaltFail || c.HaltZone != "") && c.HaltSync == 0:
+		return fmt.Errorf("a dead disk or a zone without a halt at a sync")
+	case c.HaltSync < 0 || c.HaltSync > maxHaltSync:
+		return fmt.Errorf("halt at sync %d out of range", c.HaltSync)
 	case c.Zone > 0 && (c.Sagas != 2 || c.Expire != 0 || c.End != Commit || c.Zone > c.Steps+c.Steps2):
 		return fmt.Errorf("zone case out of range")
 	case c.ZoneReset && c.Zone == 0:
@@ -214,6 +257,10 @@ func (c Case) valid() error {
 
 // maxSteps bounds a case: step targets and masks are sized for it.
 const maxSteps = 16
+
+// maxHaltSync bounds HaltSync (a run of maxSteps steps syncs far fewer
+// times).
+const maxHaltSync = 1 << 12
 
 // compensated lists the steps an unwind of this case attempts to move back
 // (those whose effect may have happened), as a mask: the compensation-failure
@@ -329,3 +376,48 @@ func subsets(mask uint32) []uint32 {
 	}
 	return out
 }
+
+// TwoSagaCommitCases lists, for two sagas of a and b steps with a+b <=
+// maxN, every interleaving in which both agents commit: runs the halts
+// latched at a sync are laid on (HaltCases). Run as they are they have no
+// oracle; the invariants judge them.
+func TwoSagaCommitCases(maxN int) []Case {
+	var out []Case
+	for total := 2; total <= maxN; total++ {
+		for a := 1; a < total; a++ {
+			b := total - a
+			for order := uint32(0); order < 1<<uint(total); order++ {
+				if popcount(order) == b {
+					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// HaltCases lists the cases that latch a halt from inside a journal sync,
+// laid on c, whose run without one made syncs journal syncs: the full
+// halt at each sync k = 1..syncs, with the disk alive and with it dying
+// there; and in two-saga cases without a scheduled zone halt, the zone's
+// halt the same way.
+func HaltCases(c Case, syncs int) []Case {
+	zone := []string{""}
+	if c.Sagas == 2 && c.Zone == 0 {
+		zone = append(zone, haltedZone, rootZone)
+	}
+	var out []Case
+	for k := 1; k <= syncs && k <= maxHaltSync; k++ {
+		for _, z := range zone {
+			for _, fail := range []bool{false, true} {
+				hc := c
+				hc.HaltSync, hc.HaltZone, hc.HaltFail = k, z, fail
+				out = append(out, hc)
+			}
+		}
+	}
+	return out
+}
+
+// commitBoth reports whether c is a TwoSagaCommitCases run.
+func (c Case) commitBoth() bool { return c.Sagas == 2 && c.Zone == 0 && c.Expire == 0 }

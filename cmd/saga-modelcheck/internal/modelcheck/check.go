@@ -31,6 +31,12 @@ var Invariants = []string{
 	"zones: no step or compensation moves an actuator of a halted zone (in the run, or in a recovery of a journal that ends with the zone halted); only its safe policy does",
 	"zones: a zone halt unwinds exactly the sagas that touch the zone (whole: their other steps compensated), refuses steps on the zone with ZONE_HALTED, never latches the full halt, and the saga outside the zone keeps stepping and commits",
 	"zones: the zone's halt rebuilt from the journal (after every power cut, in the run or in recovery) is the journal's last word on it, and a crash-free zone case ends where an independent model puts every actuator",
+	"halts at a sync: every invariant above holds with a full halt, or a zone's halt, latched from another goroutine inside every journal sync of the run (the engine's lock released), with the disk alive and with it dying there, and after the restart that follows",
+	"no RollbackReport names a saga whose BEGIN is not durable when the report is delivered (after a restart that id would be handed out again)",
+	"a saga id is handed out once: Begin returns only ids whose BEGIN is durable and that no report has ended, and after a restart Begin hands out none an agent was given or a report named before",
+	"a saga whose commit was acknowledged is never named by a RollbackReport, in any process; a reported saga never commits",
+	"a halt applied leaves no saga open (a halt ends every open saga; the journal's own failure's halt included)",
+	"after the restart that follows a halt at a sync, the rebuilt engine believes every actuator where the engine that wrote the journal believed it (when that engine closed with no saga open and the disk alive)",
 }
 
 // Config bounds a check.
@@ -44,6 +50,11 @@ type Config struct {
 	Workers            int // 0: GOMAXPROCS
 	// FirstTouch also runs every case in first-touch durability.
 	FirstTouch bool
+	// NoHaltSync leaves out the halts latched inside a journal sync
+	// (HaltCases); HaltSyncSteps, if set, lays them only on runs of at
+	// most that many steps in all.
+	NoHaltSync    bool
+	HaltSyncSteps int
 	// Progress, when set, is called every ProgressEvery (default 500ms)
 	// from a goroutine of its own while the check runs, never from a
 	// worker: a slow terminal cannot slow the check.
@@ -94,9 +105,14 @@ type Result struct {
 	// CrashEquivalent counts crash points not run because an earlier cut
 	// of the same case leaves the same durable journal and world.
 	CrashEquivalent int64
-	Cases           int64
-	Failed          []*Outcome // sorted by case id order
-	Took            time.Duration
+	// HaltSync counts the cases that latch a halt from inside a journal
+	// sync (HaltCases), HaltFired those in which it fired (the rest found
+	// the engine already halted), HaltBase the runs of two committing
+	// sagas the zone's halts at a sync are laid on.
+	HaltSync, HaltFired, HaltBase int64
+	Cases                         int64
+	Failed                        []*Outcome // sorted by case id order
+	Took                          time.Duration
 }
 
 // Check enumerates every case within the bound and runs them in parallel.
@@ -114,6 +130,7 @@ func Check(cfg Config) *Result {
 	if cfg.Sagas >= 2 {
 		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
 		base = append(base, ZoneCases(cfg.MaxSteps)...)
+		base = append(base, TwoSagaCommitCases(cfg.MaxSteps)...)
 	}
 	if cfg.FirstTouch {
 		for _, c := range base[:len(base):len(base)] {
@@ -166,6 +183,21 @@ func Check(cfg Config) *Result {
 			defer wg.Done()
 			for c := range jobs {
 				o := Run(c)
+				if !cfg.NoHaltSync && (cfg.HaltSyncSteps == 0 || c.Steps+c.Steps2 <= cfg.HaltSyncSteps) {
+					for _, hc := range HaltCases(c, o.Syncs) {
+						ho := Run(hc)
+						record(ho, &res.HaltSync)
+						if ho.HaltFired {
+							atomicAdd(&mu, &res.HaltFired)
+						}
+					}
+				}
+				if c.commitBoth() {
+					// Laid on for the halts at a sync only.
+					record(o, &res.HaltBase)
+					baseDone.Add(1)
+					continue
+				}
 				if c.Zone > 0 {
 					record(o, &res.Zone)
 				} else if c.Sagas == 2 {

@@ -180,6 +180,15 @@ func (r *robot) checkFinal(img *crashfs.FS) {
 		known[n] = true
 	}
 	untrusted := map[string]string{} // actuator → why its position may be anything
+	r.mu.Lock()
+	for a := range r.unjournaled {
+		// A halt's safe move after the disk died: no record could be
+		// made. Recovery's Reconcile finds it by reading the actuator
+		// back; the model's drivers report no position, so the journal
+		// is not held to it here.
+		untrusted[a] = "moved by a halt after the disk died"
+	}
+	r.mu.Unlock()
 	prior := map[[2]int]float64{}
 	stepAct := map[[2]int]string{}
 	stepTarget := map[[2]int]float64{}
@@ -286,7 +295,7 @@ func (r *robot) checkFinal(img *crashfs.FS) {
 	for _, n := range servoNames {
 		st := snap[n]
 		switch {
-		case known[n] && (st.Commanded != expected[n] || st.Detached) && (!r.c.FirstTouch || untrusted[n] == ""):
+		case known[n] && (st.Commanded != expected[n] || st.Detached) && (!r.c.FirstTouch || untrusted[n] == "") && !r.unjournaled[n]:
 			// (In first-touch durability a step after the first on an
 			// actuator may be missing from the journal; a partial unwind
 			// then leaves it where that step put it — reported partial.)

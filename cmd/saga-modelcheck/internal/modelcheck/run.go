@@ -21,6 +21,9 @@ type Outcome struct {
 	// points of its crash-free case); RecoveryOps the same for the recovery
 	// after its crash.
 	Ops, RecoveryOps int
+	// Syncs is how many Journal.Sync calls the run's engine made (the
+	// points a halt is latched at in its HaltCases).
+	Syncs int
 	// CrashClass is, for a crash-free case, the equivalence class of a
 	// power cut before each call c = 1..Ops+1 (index c-1): cuts in one class
 	// leave the same durable journal and the same world, so one of them
@@ -28,6 +31,8 @@ type Outcome struct {
 	CrashClass []crashClass
 	// Crashed: the power cut struck (it may lie past the end of the run).
 	Crashed, RecoveryCrashed bool
+	// HaltFired: the case's halt at a sync was latched.
+	HaltFired bool
 	// FromCheckpoint: the (last) recovery started from a checkpoint.
 	FromCheckpoint bool
 	Violations     []string
@@ -64,13 +69,29 @@ func (p *proc) options(r *robot) recovery.Options {
 	if r.c.FirstTouch {
 		durability = rollback.FirstTouch
 	}
-	return recovery.Options{Dir: journalDir,
+	opt := recovery.Options{Dir: journalDir,
 		WAL: wal.Options{FS: p.fs, SegmentSize: 2048, FlushDelay: time.Hour, Deterministic: true},
 		Engine: rollback.Config{Actuators: r.registry(p), Durability: durability, Order: rollback.Retrace,
 			OnCompensationFailure: rollback.HaltOnFailure, Retries: retries, RetryBackoff: time.Nanosecond, Zones: zones},
 		// Checkpoints at fixed moments, so that power cuts land inside
 		// their writes and recoveries start from them.
 		Checkpoint: recovery.CheckpointOptions{Manual: true}}
+	if p.id == 0 {
+		// The run: its journal is counted and interposed on (syncJournal:
+		// from the moment Open has returned the engine), and the reports of the halts the
+		// engine's own goroutines apply are taken and checked.
+		opt.WrapJournal = func(j rollback.Journal) rollback.Journal {
+			p.journal = &syncJournal{inner: j, r: r, p: p}
+			return p.journal
+		}
+		opt.Engine.OnHalt = func(reps []*rollback.Report, _ error) {
+			r.got(p, reps...)
+			r.mu.Lock()
+			r.onHalt = append(r.onHalt, reps...)
+			r.mu.Unlock()
+		}
+	}
+	return opt
 }
 
 // Run runs one case and checks it.
@@ -92,30 +113,47 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 	o := &Outcome{Case: c}
 	run := &proc{id: 0, fs: crashfs.New()}
 	var syncs []int // sync-like calls among the first k, by k
+	n := 0
 	if c.Crash > 0 {
 		run.fs.CutPowerAt(c.Crash, crashfs.DropUnsynced())
 	} else {
-		n := 0
 		syncs = append(syncs, 0)
-		run.fs.SetFault(func(op crashfs.Op) error {
+	}
+	run.fs.SetFault(func(op crashfs.Op) error {
+		if run.dead.Load() {
+			return errDiskDead // HaltFail: the disk died
+		}
+		if c.Crash == 0 {
 			if op.Kind == crashfs.OpSync || op.Kind == crashfs.OpSyncDir {
 				n++
 			}
 			syncs = append(syncs, n)
-			return nil
-		})
-	}
+		}
+		return nil
+	})
 	var reports []*rollback.Report
 	res, err := recovery.Open(run.options(r))
 	if err == nil {
 		run.engine.Store(res.Engine)
 		run.ckpt = res.Checkpointer
 		reports = r.drive(run, res.Engine)
+		if c.HaltSync > 0 && !c.HaltFail && len(res.Engine.OpenSagas()) == 0 {
+			r.live = beliefs(res.Engine)
+		}
 		res.Close()
 	} else if run.fs.AfterCrash() == nil {
 		r.violate("run: a fresh journal did not open: %v", err)
 	}
 	o.Ops = run.fs.Ops()
+	if run.journal != nil {
+		o.Syncs = run.journal.Syncs()
+	}
+	r.mu.Lock()
+	onHalt := r.onHalt
+	r.mu.Unlock()
+	// The oracles compare the answers only; the reports the engine's
+	// goroutines applied (OnHalt) are checked with the rest.
+	all := append(append([]*rollback.Report(nil), reports...), onHalt...)
 	if c.Crash == 0 {
 		o.CrashClass = r.crashClasses(syncs, o.Ops)
 	}
@@ -125,24 +163,32 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 		// No crash, or the cut lay past the end of the run: check the run's
 		// own reports against the model, then recover the journal as a
 		// restart would find it (every record was synced by Close).
-		if c.Crash == 0 && c.Zone > 0 {
+		switch {
+		case c.Crash != 0 || c.HaltSync > 0 || c.commitBoth():
+			// The halt at a sync: no oracle; the invariants judge.
+		case c.Zone > 0:
 			r.predictZone(reports)
-		} else if c.Crash == 0 {
+		default:
 			r.predictAndCompare(reports)
 		}
 		img = run.fs.Crash(crashfs.DropUnsynced())
 	}
-	r.checkReports("run", reports)
-	if c.Crash == 0 {
-		r.checkRebuildRules("run", img)
-		return []*Outcome{r.finish(o, reports)}
-	}
+	r.checkReports("run", all)
 	recoverFrom := func(rc Case) *Outcome {
 		r2 := newRobot(rc, r)
 		defer r2.world.Close()
-		o2 := &Outcome{Case: rc, Ops: o.Ops, Crashed: o.Crashed}
+		o2 := &Outcome{Case: rc, Ops: o.Ops, Crashed: o.Crashed, Syncs: o.Syncs, HaltFired: r.fired}
 		r2.recoverAndCheck(o2, img.Crash(crashfs.KeepAll()))
-		return r2.finish(o2, reports)
+		return r2.finish(o2, all)
+	}
+	if c.Crash == 0 {
+		r.checkRebuildRules("run", img)
+		if c.HaltSync > 0 {
+			// After the e-stop (and the dead disk) the supervisor is
+			// restarted on what the disk holds.
+			return []*Outcome{recoverFrom(c)}
+		}
+		return []*Outcome{r.finish(o, all)}
 	}
 	first := recoverFrom(c)
 	outs := []*Outcome{first}
@@ -155,6 +201,8 @@ func RunRecoveries(c Case, more func(first *Outcome) []int) []*Outcome {
 }
 
 func (r *robot) finish(o *Outcome, reports []*rollback.Report) *Outcome {
+	r.checkCommitsAndReports()
+	o.HaltFired = o.HaltFired || r.fired
 	o.Violations = r.violation
 	for _, cl := range r.calls {
 		o.Calls = append(o.Calls, cl.String())
@@ -198,20 +246,44 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			r.violate("run: %s: unexpected error %v", what, err)
 		}
 	}
+	// answer takes an engine call's error: its report, if any, is
+	// collected (and checked); every halt the engine's goroutines are
+	// applying is waited for.
+	answer := func(err error) {
+		r.settle(e)
+		var ee *rollback.Error
+		if errors.As(err, &ee) && ee.Report != nil {
+			r.got(p, ee.Report)
+			reports = append(reports, ee.Report)
+		}
+	}
+	fired := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.fired
+	}
 	owners := []rollback.Owner{{Agent: "a", Lease: "la", Epoch: 1}, {Agent: "b", Lease: "lb", Epoch: 2}}
 	sagaIDs := make([]uint64, c.Sagas)
+	closed := make([]bool, c.Sagas)
+	stopped := make([]bool, c.Sagas) // refused ZONE_HALTED, or halted: the agent stops stepping
 	for i := range sagaIDs {
 		id, err := e.Begin(owners[i])
+		answer(err)
+		if r.tolerated(err) {
+			// A halt latched at a sync: the saga was never begun, or
+			// was ended as it began (its report taken above).
+			closed[i], stopped[i] = true, true
+			continue
+		}
 		if err != nil {
 			unexpected("begin", err)
 			return reports
 		}
+		r.handedOut(p, id)
 		sagaIDs[i] = id
 	}
-	closed := make([]bool, c.Sagas)
 	probed := false
-	touched := false                 // the first saga has stepped on the zone's actuator
-	stopped := make([]bool, c.Sagas) // refused ZONE_HALTED: the agent stops stepping
+	touched := false // the first saga has stepped on the zone's actuator
 	for k := range r.steps {
 		if c.Zone > 0 && k == c.Zone {
 			if !r.zoneHalt(p, e, sagaIDs, owners, closed, touched, &reports) {
@@ -221,7 +293,9 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 		if k == len(r.steps)/2 && p.ckpt != nil {
 			// A checkpoint halfway: sagas open, steps behind it and
 			// after it.
-			if err := p.ckpt.CheckpointNow(); err != nil {
+			err := p.ckpt.CheckpointNow()
+			answer(nil)
+			if err != nil && !(fired() && c.HaltFail) {
 				unexpected("checkpoint", err)
 				return reports
 			}
@@ -238,12 +312,13 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			var code rollback.Code
 			if !r.noEffect(func() error {
 				_, err := e.Step(sagaIDs[st.saga-1], owners[st.saga-1], rollback.Command{ID: fmt.Sprint(k), Actuator: st.act, Value: st.target})
+				answer(err)
 				code = rollback.CodeOf(err)
 				return err
 			}) && !dead() {
 				r.violate("run: a step on the halted zone was not refused")
 			}
-			if code != rollback.CodeZoneHalted && !dead() {
+			if code != rollback.CodeZoneHalted && !dead() && !r.tolerated(err0(code)) {
 				r.violate("run: a step on the halted zone got %q, want %s", code, rollback.CodeZoneHalted)
 			}
 			continue
@@ -253,6 +328,7 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			// refused and moves nothing.
 			if !r.noEffect(func() error {
 				_, err := e.Step(sagaIDs[st.saga-1], owners[st.saga-1], rollback.Command{ID: fmt.Sprintf("late%d", k), Actuator: st.act, Value: st.target})
+				answer(err)
 				return err
 			}) && !dead() {
 				r.violate("run: a command on an ended saga was not refused")
@@ -266,19 +342,21 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 		r.mu.Lock()
 		r.expect = nil
 		r.mu.Unlock()
+		answer(err)
 		if c.Sagas != 2 && st.n == c.Fault {
 			want := rollback.CodeStepInDoubt
 			if c.Shape == Failed {
 				want = rollback.CodeStepFailed
 			}
-			if code := rollback.CodeOf(err); code != want && !dead() {
+			if code := rollback.CodeOf(err); code != want && !dead() && !r.tolerated(err) {
 				r.violate("run: step %d failed with %q (%v), want %s", st.n, code, err, want)
 			}
-			var ee *rollback.Error
-			if errors.As(err, &ee) && ee.Report != nil {
-				reports = append(reports, ee.Report)
-			}
 			return r.haltProbe(p, e, owners[0], reports)
+		}
+		if r.tolerated(err) {
+			// Halted (or the disk died) at a sync: this agent stops.
+			closed[st.saga-1], stopped[st.saga-1] = true, true
+			continue
 		}
 		if err != nil {
 			unexpected(fmt.Sprintf("step %d", st.n), err)
@@ -294,18 +372,22 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			var code rollback.Code
 			if !r.noEffect(func() error {
 				_, err := e.Step(sagaIDs[0], owners[0], rollback.Command{ID: "probe", Actuator: st.act, Value: refusedValue})
+				answer(err)
 				code = rollback.CodeOf(err)
 				return err
 			}) && !dead() {
 				r.violate("run: a command over the limits was not refused")
 			}
-			if code != rollback.Code(limits.LimitMax) && !dead() {
+			if code != rollback.Code(limits.LimitMax) && !dead() && !r.tolerated(err0(code)) {
 				r.violate("run: the refusal probe got %q, want %s", code, limits.LimitMax)
 			}
 		}
 		if c.Sagas == 2 && st.saga == 1 && st.n == c.Expire {
 			// The first agent's lease runs out now.
-			reports = append(reports, e.AbortAgent(owners[0].Agent, "lease expired")...)
+			reps := e.AbortAgent(owners[0].Agent, "lease expired")
+			answer(nil)
+			r.got(p, reps...)
+			reports = append(reports, reps...)
 			closed[0] = true
 		}
 	}
@@ -319,7 +401,8 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 		if err == nil {
 			err = e.ZoneReset("operator", haltedZone, gen)
 		}
-		if err != nil {
+		answer(err)
+		if err != nil && !fired() {
 			unexpected("zone reset", err)
 			return reports
 		}
@@ -333,17 +416,28 @@ func (r *robot) drive(p *proc, e *rollback.Engine) []*rollback.Report {
 			if closed[i] {
 				continue
 			}
-			if err := e.Commit(id, owners[i]); err != nil {
+			err := e.Commit(id, owners[i])
+			answer(err)
+			if r.tolerated(err) {
+				continue
+			}
+			if err != nil {
 				unexpected("commit", err)
 				return reports
 			}
+			r.committed(p, id)
 		}
 	case c.End == Abort:
+		if closed[0] {
+			break
+		}
 		rep, err := e.Abort(sagaIDs[0], owners[0], "agent aborted")
-		if err != nil {
+		answer(err)
+		if err != nil && !r.tolerated(err) {
 			unexpected("abort", err)
 		}
 		if rep != nil {
+			r.got(p, rep)
 			reports = append(reports, rep)
 		}
 	}
@@ -359,6 +453,10 @@ func (r *robot) zoneHalt(p *proc, e *rollback.Engine, sagaIDs []uint64, owners [
 	r.zoneLatched = true
 	r.mu.Unlock()
 	reps, err := e.ZoneHalt(haltedZone, "model: zone halt")
+	r.settle(e)
+	r.mu.Lock()
+	fired := r.fired // a full halt latched at a sync came first
+	r.mu.Unlock()
 	if p.fs.AfterCrash() != nil {
 		return false
 	}
@@ -366,28 +464,33 @@ func (r *robot) zoneHalt(p *proc, e *rollback.Engine, sagaIDs []uint64, owners [
 		r.violate("run: zone halt: %v", err)
 		return false
 	}
+	r.got(p, reps...)
 	*reports = append(*reports, reps...)
 	for _, rep := range reps {
 		if rep.Saga != sagaIDs[0] {
 			r.violate("run: the zone halt unwound saga %d, which does not touch the zone", rep.Saga)
 		}
 	}
-	if touched != (len(reps) == 1) {
+	if touched != (len(reps) == 1) && !fired {
 		r.violate("run: the zone halt unwound %d sagas; the first saga touched the zone: %v", len(reps), touched)
 	}
 	closed[0] = closed[0] || touched
-	if h, _ := e.Halted(); h {
+	if h, _ := e.Halted(); h && !fired {
 		r.violate("run: a zone halt latched the full halt")
+	}
+	if closed[1] {
+		return true // the second agent stopped: no one to probe with
 	}
 	var code rollback.Code
 	if !r.noEffect(func() error {
 		_, err := e.Step(sagaIDs[1], owners[1], rollback.Command{ID: "zone-probe", Actuator: "shoulder", Value: 100})
+		r.settle(e)
 		code = rollback.CodeOf(err)
 		return err
 	}) && p.fs.AfterCrash() == nil {
 		r.violate("run: a step on the halted zone was not refused")
 	}
-	if code != rollback.CodeZoneHalted && p.fs.AfterCrash() == nil {
+	if code != rollback.CodeZoneHalted && p.fs.AfterCrash() == nil && !r.tolerated(err0(code)) {
 		r.violate("run: a step on the halted zone got %q, want %s", code, rollback.CodeZoneHalted)
 	}
 	return p.fs.AfterCrash() == nil
@@ -424,7 +527,7 @@ func (r *robot) haltProbe(p *proc, e *rollback.Engine, o rollback.Owner, reports
 	}) {
 		r.violate("run: a command after the halt was not refused")
 	}
-	if code != rollback.CodeHalted && p.fs.AfterCrash() == nil {
+	if code != rollback.CodeHalted && p.fs.AfterCrash() == nil && !(code == rollback.CodeJournalFailed && p.dead.Load()) {
 		r.violate("run: a command after the halt got %q, want %s", code, rollback.CodeHalted)
 	}
 	return reports
@@ -447,10 +550,11 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	if r.c.RecoveryCrash > 0 {
 		tmp := img.Crash(crashfs.KeepAll())
 		tmp.CutPowerAt(r.c.RecoveryCrash, crashfs.DropUnsynced())
-		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
+		p := &proc{id: id, fs: tmp, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted, rootHaltedAtStart: before.rootHalted}
 		mark := len(r.calls)
 		if res, err := recovery.Open(p.options(r)); err == nil {
 			r.checkReports(p.label(), res.Reports)
+			r.noteReports(p.label(), res.Reports)
 			res.Close()
 		} else if tmp.AfterCrash() == nil {
 			r.violate("%s: recovery refused: %v", p.label(), err)
@@ -467,7 +571,7 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 			before = journalFacts(img)
 		}
 	}
-	p := &proc{id: id, fs: img, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted}
+	p := &proc{id: id, fs: img, haltedAtStart: before.halted, zoneHaltedAtStart: before.zoneHalted, rootHaltedAtStart: before.rootHalted}
 	mark := len(r.calls)
 	res, err := recovery.Open(p.options(r))
 	if err != nil {
@@ -481,12 +585,28 @@ func (r *robot) recoverAndCheck(o *Outcome, img *crashfs.FS) {
 	}
 	r.checkRecoveryCalls(p, before, mark)
 	r.checkReports(p.label(), res.Reports)
+	r.noteReports(p.label(), res.Reports)
 	if open := res.Engine.OpenSagas(); len(open) != 0 {
 		r.violate("%s: sagas %v still open after recovery", p.label(), open)
+	}
+	if r.live != nil {
+		// The run's engine closed with no saga open and every record
+		// durable: the rebuild must believe what it believed.
+		for name, live := range r.live {
+			if got, _ := res.Engine.Commanded(name); got != live {
+				r.violate("%s: the rebuilt engine believes %s at %g, the engine that wrote the journal believed %g", p.label(), name, got, live)
+			}
+		}
+	}
+	if r.c.HaltSync > 0 {
+		r.beginAfterRestart(p, res.Engine)
 	}
 	for _, z := range res.Engine.Zones() {
 		if z.Name == haltedZone && z.Halted != before.zoneHalted {
 			r.violate("%s: zone %s rebuilt halted=%v, the journal says %v", p.label(), z.Name, z.Halted, before.zoneHalted)
+		}
+		if z.Name == rootZone && z.Halted != before.rootHalted {
+			r.violate("%s: zone %s rebuilt halted=%v, the journal says %v", p.label(), z.Name, z.Halted, before.rootHalted)
 		}
 	}
 	if err := res.Close(); err != nil {
@@ -516,6 +636,7 @@ func (r *robot) checkRebuildRules(label string, img *crashfs.FS) {
 type facts struct {
 	halted     bool
 	zoneHalted bool            // the zone's last record is a ZONE_HALT
+	rootHalted bool            // the same for the root zone
 	settled    map[[2]int]bool // (engine saga, step) whose bucket is durable
 }
 
@@ -529,8 +650,10 @@ func journalFacts(fs *crashfs.FS) facts {
 			f.halted = false
 		case rollback.RecZoneHalt:
 			f.zoneHalted = f.zoneHalted || rec.Code == haltedZone
+			f.rootHalted = f.rootHalted || rec.Code == rootZone
 		case rollback.RecZoneReset:
 			f.zoneHalted = f.zoneHalted && rec.Code != haltedZone
+			f.rootHalted = f.rootHalted && rec.Code != rootZone
 		case rollback.RecCompDone:
 			if rec.Code != "" {
 				f.settled[[2]int{int(rec.Saga), int(rec.Step)}] = true
@@ -561,4 +684,12 @@ func (r *robot) checkRecoveryCalls(p *proc, before facts, mark int) {
 			}
 		}
 	}
+}
+
+// err0 is an error carrying code, for tolerated.
+func err0(code rollback.Code) error {
+	if code == "" {
+		return nil
+	}
+	return &rollback.Error{Code: code}
 }

@@ -3,6 +3,7 @@ package modelcheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,11 +37,20 @@ var (
 
 // The model's zones: the shoulder alone in "arm" (the zone cases halt
 // it), the second saga's actuators in "wheels"; the base is in none.
-var zones = map[string][]string{"arm": {"shoulder"}, "wheels": {"elbow", "gripper"}}
+var zones = map[string][]string{"arm": {"shoulder"}, "wheels": {"elbow", "gripper"}, "root": {"base"}}
 
 const haltedZone = "arm"
 
+// rootZone holds the base alone (safe policy hold): only the zone halts
+// at a sync (Case.HaltZone) halt it.
+const rootZone = "root"
+
 func inHaltedZone(act string) bool { return act == "shoulder" }
+
+// inZone reports whether act is in the zone named.
+func inZone(zone, act string) bool {
+	return (zone == haltedZone && act == "shoulder") || (zone == rootZone && act == "base")
+}
 
 // retries is the engine's compensation retry budget in the model.
 const retries = 2
@@ -135,9 +145,14 @@ type proc struct {
 	// haltedAtStart: the journal this process recovered had latched halt;
 	// zoneHaltedAtStart, the zone's halt.
 	haltedAtStart, zoneHaltedAtStart bool
+	rootHaltedAtStart                bool
 	// ckpt keeps the journal's checkpoints (manual: drive writes one
 	// halfway through the run, Close another at the end).
 	ckpt *recovery.Checkpointer
+	// journal is the run's engine's journal (syncJournal); dead: the
+	// disk died (HaltFail), every file-system call fails.
+	journal *syncJournal
+	dead    atomic.Bool
 }
 
 // errPowerOff is what a crashed process's drivers answer: they drive
@@ -160,13 +175,34 @@ type robot struct {
 	// zoneLatched: the run has asked for the zone's halt and not reset it
 	// (set before ZoneHalt is called, cleared once ZoneReset returned).
 	zoneLatched bool
+	// rootLatched: the run latched the root zone's halt at a sync.
+	rootLatched bool
+	// fired: a halt latched at a sync (Case.HaltSync) has been latched;
+	// openAfterHalt: a saga was found open once it was applied.
+	fired, openAfterHalt bool
+	// onHalt: the reports the engine's halt goroutines delivered.
+	onHalt []*rollback.Report
+	// known: every saga id an agent was handed or a report named, in any
+	// process; reported and commits: by saga id, the processes that
+	// reported it unwound, and that acknowledged its commit.
+	known    map[uint64]bool
+	reported map[uint64][]string
+	commits  map[uint64][]string
+	// live: what the run's engine believed of each actuator when it
+	// closed (halt-at-sync cases that closed with no saga open, the disk
+	// alive), for the restart to compare its rebuild with.
+	live map[string]float64
+	// unjournaled: actuators a halt moved to their safe policy after the
+	// disk died (HaltFail): no record of it could be made.
+	unjournaled map[string]bool
 }
 
 // newRobot makes the robot of case c. With from, it starts as a copy of
 // from's robot after its run: the same world positions, the same call log
 // and violations so far (a recovery variant of a crash case).
 func newRobot(c Case, from *robot) *robot {
-	r := &robot{c: c, steps: c.plan(), world: sim.NewMemoryWorld(), devs: map[string]actuators.Driver{}}
+	r := &robot{c: c, steps: c.plan(), world: sim.NewMemoryWorld(), devs: map[string]actuators.Driver{},
+		known: map[uint64]bool{}, reported: map[uint64][]string{}, commits: map[uint64][]string{}, unjournaled: map[string]bool{}}
 	pos := initial
 	var snap map[string]sim.DeviceState
 	if from != nil {
@@ -178,6 +214,11 @@ func newRobot(c Case, from *robot) *robot {
 		from.mu.Lock()
 		r.calls = slices.Clone(from.calls)
 		r.violation = slices.Clone(from.violation)
+		r.known = maps.Clone(from.known)
+		r.reported = maps.Clone(from.reported)
+		r.commits = maps.Clone(from.commits)
+		r.unjournaled = maps.Clone(from.unjournaled)
+		r.live = from.live
 		from.mu.Unlock()
 	}
 	for _, n := range servoNames {
@@ -268,6 +309,9 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 		if inHaltedZone(d.name) && d.zoneHalted() {
 			r.violate("%s: %s while its zone %s is halted", d.p.label(), c, haltedZone)
 		}
+		if inZone(rootZone, d.name) && d.rootHalted() {
+			r.violate("%s: %s while its zone %s is halted", d.p.label(), c, rootZone)
+		}
 	}
 	var err error
 	switch {
@@ -289,6 +333,9 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 	}
 	c.err = err != nil
 	r.mu.Lock()
+	if c.kind == safeCall && d.p.dead.Load() {
+		r.unjournaled[d.name] = true
+	}
 	r.calls = append(r.calls, c)
 	if d.p.id == 0 {
 		r.opsAtCall = append(r.opsAtCall, ops)
@@ -303,6 +350,9 @@ func (d *driver) Halt() error {
 	}
 	ops := d.p.fs.Ops()
 	d.r.mu.Lock()
+	if d.p.dead.Load() {
+		d.r.unjournaled[d.name] = true
+	}
 	d.r.calls = append(d.r.calls, call{proc: d.p.id, act: d.name, kind: haltCall})
 	if d.p.id == 0 {
 		d.r.opsAtCall = append(d.r.opsAtCall, ops)
@@ -333,6 +383,15 @@ func (d *driver) zoneHalted() bool {
 		return d.r.zoneLatched
 	}
 	return d.p.zoneHaltedAtStart
+}
+
+func (d *driver) rootHalted() bool {
+	if d.p.id == 0 {
+		d.r.mu.Lock()
+		defer d.r.mu.Unlock()
+		return d.r.rootLatched
+	}
+	return d.p.rootHaltedAtStart
 }
 
 func (d *driver) halted() bool {
