@@ -78,10 +78,11 @@ func mcuAbsentAtBoot(s *soak, k *faultKind) time.Time {
 // not exit, and whenever HTTP answers it must not say ready. A halt it
 // reports must latch: haltedMissing makes runFault require the supervisor
 // still halted once the part is back, until the soak's reset. It logs how
-// HTTP answered (it may not answer at all while start-up waits).
+// HTTP answered: the full status, or the start-up handler's 503 while the
+// journal is recovered.
 func (s *soak) whileMissing(k *faultKind, part string, d time.Duration) {
 	client := &http.Client{Timeout: time.Second}
-	var answered, asked int
+	var answered, starting, asked int
 	var last string
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -90,7 +91,11 @@ func (s *soak) whileMissing(k *faultKind, part string, d time.Duration) {
 			return
 		}
 		asked++
-		if st, ok := statusWith(client, "http://"+s.r.plan.HTTP+"/api/v1/status"); ok {
+		st, code := statusCode(client, "http://"+s.r.plan.HTTP+"/api/v1/status")
+		if code == http.StatusServiceUnavailable && !st.Ready {
+			starting++ // the start-up handler: recovering, the boards waited for
+		}
+		if code == http.StatusOK {
 			answered++
 			last = fmt.Sprintf("ready %v, halted %v, reasons %q", st.Ready, st.Halted, st.Reasons)
 			if st.Ready {
@@ -104,19 +109,30 @@ func (s *soak) whileMissing(k *faultKind, part string, d time.Duration) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if answered == 0 {
-		s.logf("  HTTP did not answer while %s was missing (%d tries)", part, asked)
+		s.logf("  HTTP gave no full status while %s was missing (%d tries; %d answered by the start-up handler)", part, asked, starting)
 	} else {
-		s.logf("  HTTP answered %d of %d tries while %s was missing; last: %s", answered, asked, part, last)
+		s.logf("  HTTP answered %d of %d tries while %s was missing (and %d by the start-up handler); last: %s", answered, asked, part, starting, last)
 	}
 }
 
 // statusWith reads the status with client; ok is false if it did not
 // answer 200 with one.
 func statusWith(client *http.Client, url string) (st supStatus, ok bool) {
+	st, code := statusCode(client, url)
+	return st, code == http.StatusOK
+}
+
+// statusCode reads the status with client: its HTTP code, 0 if it did not
+// answer with one. While the journal is recovered (and the boards waited
+// for) the start-up handler answers 503 with what it knows.
+func statusCode(client *http.Client, url string) (st supStatus, code int) {
 	resp, err := client.Get(url)
 	if err != nil {
-		return st, false
+		return st, 0
 	}
 	defer resp.Body.Close()
-	return st, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&st) == nil
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return st, 0
+	}
+	return st, resp.StatusCode
 }
