@@ -237,6 +237,8 @@ func (c Case) valid() error {
 		return fmt.Errorf("fault and orphan must name a step")
 	case c.CompFail>>uint(c.Steps) != 0:
 		return fmt.Errorf("compensation mask names a step beyond %d", c.Steps)
+	case c.Sagas != 2 && (c.Steps2 != 0 || c.Order != 0 || c.Expire != 0):
+		return fmt.Errorf("an interleaving or a lease expiry without a second saga")
 	case c.Sagas == 2 && (c.Steps2 < 1 || c.Steps+c.Steps2 > maxSteps || c.Expire > c.Steps || (c.Zone == 0 && c.Expire == 0 && c.End != Commit)):
 		return fmt.Errorf("two-saga case out of range")
 	case c.HaltZone != "" && (c.Sagas != 2 || c.Zone != 0):

@@ -130,7 +130,9 @@ func Check(cfg Config) *Result {
 	if cfg.Sagas >= 2 {
 		base = append(base, TwoSagaCases(cfg.MaxSteps)...)
 		base = append(base, ZoneCases(cfg.MaxSteps)...)
-		base = append(base, TwoSagaCommitCases(cfg.MaxSteps)...)
+		if !cfg.NoHaltSync {
+			base = append(base, TwoSagaCommitCases(cfg.MaxSteps)...)
+		}
 	}
 	if cfg.FirstTouch {
 		for _, c := range base[:len(base):len(base)] {

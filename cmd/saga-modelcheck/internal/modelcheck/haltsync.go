@@ -164,6 +164,18 @@ func (j *syncJournal) latch(e *rollback.Engine, inflight, zoneInflight bool) {
 	<-done
 	if stuck {
 		<-synced
+		// The halt goes on once this sync's step is done, perhaps while
+		// the run goes on too (a zone's halt parks its actuators while
+		// the step's saga is unwound): the run's next effect waits for
+		// it (driver.Set), so their moves take turns.
+		pending := make(chan struct{})
+		go func() {
+			defer close(pending)
+			waitHalts(e)
+		}()
+		r.mu.Lock()
+		r.pending = pending
+		r.mu.Unlock()
 	}
 	if c.HaltFail && c.HaltZone != "" {
 		// With a zone's halt the disk dies once the zone's halt has

@@ -177,6 +177,9 @@ type robot struct {
 	zoneLatched bool
 	// rootLatched: the run latched the root zone's halt at a sync.
 	rootLatched bool
+	// pending: a halt latched at a sync that waited for that sync's step,
+	// perhaps still applying (see syncJournal.latch).
+	pending chan struct{}
 	// fired: a halt latched at a sync (Case.HaltSync) has been latched;
 	// openAfterHalt: a saga was found open once it was applied.
 	fired, openAfterHalt bool
@@ -298,6 +301,14 @@ func (d *driver) Set(ctx context.Context, v float64) error {
 	if c.kind == 0 {
 		r.violate("%s: %s driven to %g, which no step, compensation or safe policy asked for", d.p.label(), d.name, v)
 		return d.r.devs[d.name].Set(ctx, v)
+	}
+	if d.p.id == 0 && (c.kind == forwardCall || c.kind == compCall) {
+		r.mu.Lock()
+		pending := r.pending
+		r.mu.Unlock()
+		if pending != nil {
+			<-pending // a halt still applying goes first (its moves are safe moves)
+		}
 	}
 	if c.kind == compCall || (c.kind == forwardCall && (!r.c.FirstTouch || r.firstTouch(c))) {
 		d.checkDurable(c)
