@@ -128,13 +128,15 @@ func TestBrokerHoldsAnAgentWhoseLaneIsFull(t *testing.T) {
 	}
 	for d.Broker.Broker.Stats().DoorWaits == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d requests behind a stuck lane of %d places: none held at the door (broker %+v)", n, queue, d.Broker.Broker.Stats())
+			t.Errorf("%d requests behind a stuck lane of %d places: none held at the door (broker %+v)", n, queue, d.Broker.Broker.Stats())
+			break
 		}
 		time.Sleep(time.Millisecond)
 	}
 
 	// Another agent's halt, on its e-stop topic, while planner is held.
 	connect("operator").Publish(topics.EstopAgent("operator"), 1, false, "1")
+	deadline = time.Now().Add(testtool.Slow(10 * time.Second))
 	for halted, _ := d.Sup.Engine().Halted(); !halted; halted, _ = d.Sup.Engine().Halted() {
 		if time.Now().After(deadline) {
 			t.Fatal("a halt did not latch while the door held another agent")
