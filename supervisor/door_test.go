@@ -15,7 +15,9 @@ import (
 func TestDoorNeverHoldsAnAgentWhoseLeaseIsEnding(t *testing.T) {
 	var skew atomic.Int64
 	s, _ := newTestSupervisorWith(t, func(c *config.Config) { c.Agents.Queue = 1 },
-		func(o *Options) { o.Leases.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) } })
+		func(o *Options) {
+			o.Leases.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		})
 	got := make(chan api.Reply, 1)
 	s.Submit("planner", api.Request{ID: "h", Agent: "planner", Op: api.OpHello, TTLMS: 60000}, nil, time.Now(), func(r api.Reply) { got <- r })
 	select {
