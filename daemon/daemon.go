@@ -283,6 +283,10 @@ func Start(opt Options) (_ *Daemon, err error) {
 	}
 	if d.Broker != nil {
 		registerBrokerMetrics(d.Sup.Registry(), d.Broker.Broker)
+		// The broker's door in front of each agent's lane: an agent whose
+		// lane is full is held at the broker, unread, until the lane can
+		// take its next request (a halt never waits).
+		d.Broker.Broker.SetDoor(mqtt.AgentDoor(topics, d.Sup.Enter))
 	}
 	// The full API serves from here on, before the transport starts:
 	// /readyz, the status, the dashboard and its halt answer whatever the
@@ -384,6 +388,9 @@ func (d *Daemon) Close() error {
 		d.stopAnnounce()
 		<-d.announceDone
 	}
+	if d.Broker != nil {
+		d.Broker.Broker.SetDoor(nil) // nothing is held for a supervisor that is closing
+	}
 	if d.Sup != nil {
 		errs = append(errs, d.Sup.Close())
 	}
@@ -428,7 +435,7 @@ func registerBrokerMetrics(reg *promtext.Registry, b *embedded.Broker) {
 	}
 	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_paced_total",
-		Help: "Commands the embedded MQTT broker held back: beyond their agent's rate (agents.rate and burst), or while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
+		Help: "Commands the embedded MQTT broker held back: while their agent's lane was full, beyond their agent's rate (agents.rate and burst), or while the supervisor's queue was congested (an agent sending faster than the supervisor takes).",
 	}, func() float64 { return float64(b.Stats().Paced) }))
 	reg.MustRegister(promtext.NewCounterFunc(promtext.Opts{
 		Name: "saga_mqtt_dropped_total",

@@ -25,6 +25,16 @@ func (s *Supervisor) Submit(agent string, req api.Request, derr *api.Error, rece
 // (transport/mqtt's Shedder).
 func (s *Supervisor) Shed(agent string) bool { return s.lanes.Shed(agent) }
 
+// Enter is the embedded broker's door in front of agent's lane
+// (ingress.Lanes.Enter): nil lets agent's next request through, a channel
+// holds it at the broker until the lane may have room. An agent in the
+// second half of its lease is never held, only counted: its packets are
+// read in order, so a heartbeat it sent behind its own backlog must reach
+// the lease before the lease ends. Halts are never asked about.
+func (s *Supervisor) Enter(agent string) <-chan struct{} {
+	return s.lanes.Enter(agent, !s.leases.Ending(agent))
+}
+
 // laneHandler is what the lanes call.
 type laneHandler struct{ s *Supervisor }
 

@@ -346,8 +346,11 @@ func caseFlood(t *testing.T, h *hostile) {
 			refusedReplies += n
 		}
 	}
-	if refusedReplies == 0 {
-		t.Errorf("the flooder was never told it was refused: %v", codes)
+	// On the embedded broker a flooder whose lane is full is held at the
+	// door (the supervisor's Enter) rather than refused: held, it may
+	// never be refused at all.
+	if refusedReplies == 0 && (h.kind != "embedded" || h.brokerPaced(t) == 0) {
+		t.Errorf("the flooder was never told it was refused, nor held at the broker's door: %v", codes)
 	}
 	h.haltOrder(t, recs, nil)
 	h.matchesJournal(t, recs, "base", "gripper")
@@ -607,6 +610,10 @@ func caseQueueBusy(t *testing.T, h *hostile) {
 	saga := a.begin(t)
 	time.Sleep(300 * time.Millisecond) // a full bucket: 100 requests are not over the rate
 	mark, m := a.mark(), h.mark(t)
+	paced := 0.0
+	if h.kind == "embedded" {
+		paced = h.brokerPaced(t)
+	}
 	var ids []string
 	for i := 0; i < 100; i++ {
 		ids = append(ids, a.publish(a.build("step", kv{"saga": saga, "actuator": "elbow", "value": float64(46 + i%2)})))
@@ -638,8 +645,11 @@ func caseQueueBusy(t *testing.T, h *hostile) {
 			t.Errorf("step %s: %s, want ok or BUSY", r.ID, r.Raw)
 		}
 	}
-	if codes[api.CodeBusy] == 0 {
-		t.Errorf("100 pipelined steps, none BUSY (queue 32): %v", codes)
+	// On the embedded broker steps past the queue wait at the door until
+	// the lane has room (the supervisor's Enter) rather than reach it to
+	// be refused: either is the queue holding.
+	if codes[api.CodeBusy] == 0 && (h.kind != "embedded" || h.brokerPaced(t) == paced) {
+		t.Errorf("100 pipelined steps, none BUSY (queue 32), none held by the broker: %v", codes)
 	}
 	t.Logf("served %d of 100; refusals %v", served, codes)
 	a.ok(t, "abort", kv{"saga": saga})

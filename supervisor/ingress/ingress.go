@@ -120,6 +120,7 @@ type Stats struct {
 	TooManyAgents  uint64
 	Undecodable    uint64 // requests a transport could not decode
 	RepliesDropped uint64 // refusal replies not sent: the agent's queue was full of them
+	Held           uint64 // times the door (Enter) held a request: its agent's lane was full
 	Lanes          int    // agents with a lane now
 	InFlight       int    // requests queued or being served now, over every lane
 }
@@ -165,6 +166,12 @@ type lane struct {
 	used    time.Time // last request
 	cache   replyCache
 	pending map[string]api.Request // queued requests by key, not yet in the cache
+	// The door (Enter): requests let through towards the lane that have
+	// not reached it yet, when that count last changed, and the channel
+	// closed when the lane next has room for one more.
+	transit   int
+	transitAt time.Time
+	room      chan struct{}
 }
 
 // New makes the lanes and starts the goroutine that reports refusals.
@@ -203,6 +210,8 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		l.mu.Lock()
 		ln := l.lanes[agent]
 		if ln != nil {
+			l.arrivedLocked(ln, l.opt.Now())
+			l.roomLocked(ln) // a heartbeat takes no place in the queue
 			if rep, k := ln.cache.lookup(req); k != unseen {
 				l.countSeenLocked(ln, req, k)
 				l.mu.Unlock()
@@ -251,15 +260,20 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		return
 	}
 	ln.used = now
+	// One fewer on its way from the door; once it is queued or answered,
+	// the door may let the next one through.
+	l.arrivedLocked(ln, now)
+	defer func() {
+		l.roomLocked(ln)
+		l.mu.Unlock()
+	}()
 	if derr != nil {
 		l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, derr))})
-		l.mu.Unlock()
 		return
 	}
 	if rep, k := ln.cache.lookup(req); k != unseen {
 		l.countSeenLocked(ln, req, k)
 		l.answerLocked(ln, item{req: req, reply: reply, answered: &rep})
-		l.mu.Unlock()
 		return
 	}
 	if first, ok := ln.pending[key(req)]; ok {
@@ -273,7 +287,6 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 			l.answerLocked(ln, item{req: req, reply: reply, answered: ptr(api.ErrorReply(req.ID, &api.Error{Code: codeDuplicateID,
 				Message: "id " + req.ID + " is already used by a queued " + string(first.Op) + " request; use a new id for every request"}))})
 		}
-		l.mu.Unlock()
 		return
 	}
 	// Every request spends a token, refused or not: the bucket bounds what
@@ -296,7 +309,6 @@ func (l *Lanes) Submit(agent string, req api.Request, derr *api.Error, received 
 		ln.pending[key(req)] = req
 		l.startLocked(ln)
 	}
-	l.mu.Unlock()
 }
 
 // Shed reports whether agent's next request may be refused before it is
@@ -321,10 +333,74 @@ func (l *Lanes) Shed(agent string) bool {
 		return false
 	}
 	ln.used = now
+	l.arrivedLocked(ln, now)
+	l.roomLocked(ln)
 	l.stats.RateLimited++
 	l.stats.RepliesDropped++
 	l.tally[tallyKey{agent: agent, op: "", code: api.CodeRateLimited}]++
 	return true
+}
+
+// DoorTransit bounds how long a request the door let through (Enter) is
+// counted as on its way to its lane. One that has not arrived by then was
+// lost on the way (a broker's full queue, a connection that went down, a
+// retained or malformed publish the transport ignores) or is so late that
+// the lane refuses what it cannot take; either way the door stops counting
+// it rather than hold the agent for it.
+const DoorTransit = time.Second
+
+// Enter is the door in front of agent's lane, for a broker that reads each
+// client's packets on a goroutine of its own (the embedded broker's
+// SetDoor): it is asked before a request from agent is let through. It
+// returns nil when the lane has room for one more — its waiting requests
+// and those let through that have not reached it yet (DoorTransit) fewer
+// than QueueLen — and then counts the request as on its way. Otherwise it
+// returns a channel closed when that may have changed: the broker holds
+// the request, unread packets behind it wait in the agent's socket, and
+// the flood costs nothing until the lane can serve it. With hold false it
+// only counts (an agent whose lease is running out: see the supervisor's
+// Enter). An agent without a lane is never held: its first requests make
+// one. Halts must never be asked about: the caller lets them through.
+func (l *Lanes) Enter(agent string, hold bool) <-chan struct{} {
+	now := l.opt.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln := l.lanes[agent]
+	if l.closed || ln == nil {
+		return nil
+	}
+	if ln.transit > 0 && now.Sub(ln.transitAt) > DoorTransit {
+		ln.transit = 0
+	}
+	if hold && ln.work+ln.transit >= l.opt.QueueLen {
+		if ln.room == nil {
+			ln.room = make(chan struct{})
+		}
+		l.stats.Held++
+		return ln.room
+	}
+	ln.transit++
+	ln.transitAt = now
+	return nil
+}
+
+// arrivedLocked notes that a request from ln's agent reached the lanes:
+// one fewer on its way from the door. The caller opens the door
+// (roomLocked) once the request is queued or answered.
+func (l *Lanes) arrivedLocked(ln *lane, now time.Time) {
+	if ln.transit > 0 {
+		ln.transit--
+		ln.transitAt = now
+	}
+}
+
+// roomLocked opens the door for a request held while ln was full, if it
+// has room now.
+func (l *Lanes) roomLocked(ln *lane) {
+	if ln.room != nil && ln.work+ln.transit < l.opt.QueueLen {
+		close(ln.room)
+		ln.room = nil
+	}
 }
 
 func ptr(r api.Reply) *api.Reply { return &r }
@@ -405,6 +481,9 @@ func (l *Lanes) laneLocked(agent string, now time.Time) *lane {
 		if oldest == nil {
 			return nil
 		}
+		if oldest.room != nil {
+			close(oldest.room)
+		}
 		delete(l.lanes, oldest.agent)
 	}
 	ln := &lane{agent: agent, tokens: float64(l.opt.Burst), refill: now, used: now, cache: newReplyCache(l.opt.ReplyCache),
@@ -442,6 +521,7 @@ func (l *Lanes) serve(ln *lane) {
 		if it.answered == nil {
 			ln.work--
 			l.stats.Served++
+			l.roomLocked(ln)
 		}
 		l.mu.Unlock()
 
@@ -527,6 +607,12 @@ func (l *Lanes) Close() {
 		return
 	}
 	l.closed = true
+	for _, ln := range l.lanes {
+		if ln.room != nil {
+			close(ln.room) // nothing is held at a closed door
+			ln.room = nil
+		}
+	}
 	l.mu.Unlock()
 	l.workers.Wait()
 	close(l.stop)

@@ -267,6 +267,16 @@ func (m *Manager) HeartbeatAt(agent, leaseID string, epoch uint64, received time
 	return e.l, nil
 }
 
+// Ending reports whether agent holds a live lease with less than half its
+// TTL left: a heartbeat it sent may be on its way, and nothing should hold
+// it back (the broker's door, see the supervisor's Enter).
+func (m *Manager) Ending(agent string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.byAgent[agent]
+	return e != nil && e.l.Expires.Sub(m.now()) < e.l.TTL/2
+}
+
 // Check answers whether agent may act now under leaseID and epoch: nil only
 // if that lease is live by the clock, held by agent, with that epoch.
 // Refusals: LEASE_EXPIRED (ended, TTL passed, or a stale epoch),

@@ -781,3 +781,33 @@ func TestConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// Ending is true once less than half a live lease's TTL is left, false
+// again after a heartbeat, and false for an agent without a lease (the
+// broker's door holds back only an agent with time to spare).
+func TestEnding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, _ := newManager(t, Options{})
+		if m.Ending("a") {
+			t.Fatal("an agent without a lease is ending")
+		}
+		l := hello(t, m, "a", time.Second)
+		if m.Ending("a") {
+			t.Fatal("a fresh lease is ending")
+		}
+		time.Sleep(400 * time.Millisecond)
+		if m.Ending("a") {
+			t.Fatal("ending with 600ms of 1s left")
+		}
+		time.Sleep(200 * time.Millisecond)
+		if !m.Ending("a") {
+			t.Fatal("not ending with 400ms of 1s left")
+		}
+		if _, err := m.Heartbeat("a", l.ID, l.Epoch); err != nil {
+			t.Fatal(err)
+		}
+		if m.Ending("a") {
+			t.Fatal("ending right after a heartbeat")
+		}
+	})
+}

@@ -149,6 +149,23 @@ func EstopRoute(t Topics) func(topic string, payload []byte) string {
 	}
 }
 
+// AgentDoor returns the embedded broker's door for t
+// (embedded.Broker.SetDoor): a publish on an agent's command topic asks
+// enter (the supervisor's Enter) whether the agent's lane has room for it,
+// and is held at the broker until it has. Publishes on any other topic —
+// the shared command topic, whose agent is in the payload — pass. The
+// broker never asks about a halt.
+func AgentDoor(t Topics, enter func(agent string) <-chan struct{}) func(topic string) <-chan struct{} {
+	prefix := t.Cmd() + "/"
+	return func(topic string) <-chan struct{} {
+		agent, ok := strings.CutPrefix(topic, prefix)
+		if !ok || api.ValidName(agent) != nil {
+			return nil
+		}
+		return enter(agent)
+	}
+}
+
 // shed asks the Handler whether agent's request may be refused unread.
 func (t *Transport) shed(agent string) bool {
 	s, ok := t.h.(Shedder)

@@ -428,7 +428,8 @@ type Stats struct {
 	RefusedPublishes  int64 // publishes (or retains) the policy forbids
 	RefusedSubscribes int64 // subscriptions (filters) the policy forbids
 	RefusedRetained   int64 // retained publishes beyond MaxRetained
-	Paced             int64 // publishes on a paced topic that waited: for a congested subscriber or for their publisher's rate
+	Paced             int64 // publishes on a paced topic that waited: at the door, for a congested subscriber or for their publisher's rate
+	DoorWaits         int64 // of those, the ones held at the door (SetDoor): their consumer had no room
 	RateWaits         int64 // of those, the ones that waited for their publisher's rate (PaceRate)
 	PaceTimeouts      int64 // of those, the ones whose wait ran out (PaceWait): the subscriber was stuck
 	Rerouted          int64 // publishes moved to another topic (Reroute): halts sent on a command topic
@@ -447,6 +448,7 @@ func (b *Broker) Stats() Stats {
 		RefusedRetained:   g.retained.Load(),
 		Paced:             g.paced.Load(),
 		RateWaits:         g.rateWaits.Load(),
+		DoorWaits:         g.doorWaits.Load(),
 		Rerouted:          g.rerouted.Load(),
 		PaceTimeouts:      g.paceTimeouts.Load(),
 		Dropped:           atomic.LoadInt64(&info.MessagesDropped) + atomic.LoadInt64(&info.InflightDropped),
@@ -505,7 +507,8 @@ type guard struct {
 	sessions *sessions
 
 	connects, publishes, subscribes, retained atomic.Int64
-	paced, paceTimeouts, rateWaits            atomic.Int64
+	paced, paceTimeouts, rateWaits, doorWaits atomic.Int64
+	door                                      atomic.Pointer[func(topic string) <-chan struct{}] // SetDoor; nil: none
 	rerouted                                  atomic.Int64
 	rate                                      *rateBuckets // PaceRate; nil: off
 	sessionsRepaired                          atomic.Int64
@@ -639,7 +642,7 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 			g.rerouted.Add(1)
 		}
 	}
-	g.pace(cl, pk)
+	g.pace(cl, pk, retain)
 	defer func() {
 		if retain {
 			g.lockRetain(cl) // released once mochi has stored it (OnRetainMessage)
@@ -659,14 +662,18 @@ func (g *guard) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, e
 }
 
 // pace holds a publish on a paced topic, on its client's goroutine, while
-// its publisher is over its rate (PaceRate) and then while a subscriber of
-// the topic is congested, for at most paceWait in all; an urgent one (a
-// halt) never waits. Only the publishing client is held up.
-func (g *guard) pace(cl *mqtt.Client, pk packets.Packet) {
+// its consumer has no room for it (the door, SetDoor), then while its
+// publisher is over its rate (PaceRate), then while a subscriber of the
+// topic is congested, for at most paceWait in all; an urgent one (a halt)
+// never waits, nor asks the door. Only the publishing client is held up.
+func (g *guard) pace(cl *mqtt.Client, pk packets.Packet, retain bool) {
 	if !g.isPaced(pk.TopicName) || g.urgent != nil && g.urgent(pk.Payload) {
 		return
 	}
 	deadline := time.Now().Add(g.paceWait)
+	if door := g.door.Load(); door != nil && !retain && !g.atDoor(*door, pk.TopicName, deadline) {
+		return // the wait ran out: it goes ahead as it would unpaced
+	}
 	if g.rate != nil {
 		key := string(cl.Properties.Username)
 		if key == "" {
@@ -675,9 +682,9 @@ func (g *guard) pace(cl *mqtt.Client, pk packets.Packet) {
 		if wait := g.rate.take(key, time.Now()); wait > 0 {
 			g.paced.Add(1)
 			g.rateWaits.Add(1)
-			if wait > g.paceWait {
+			if left := time.Until(deadline); wait > left {
 				g.paceTimeouts.Add(1)
-				wait = g.paceWait
+				wait = max(0, left)
 			}
 			time.Sleep(wait)
 			if !g.congested(pk.TopicName) {
@@ -696,6 +703,54 @@ func (g *guard) pace(cl *mqtt.Client, pk packets.Packet) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// atDoor waits at the door until it lets a publish on topic through, or
+// until deadline; it reports whether it was let through. A publish that
+// waited is counted (Paced, DoorWaits), one whose wait ran out too
+// (PaceTimeouts).
+func (g *guard) atDoor(door func(topic string) <-chan struct{}, topic string, deadline time.Time) bool {
+	var timer *time.Timer
+	for held := false; ; held = true {
+		room := door(topic)
+		if room == nil {
+			if timer != nil {
+				timer.Stop()
+			}
+			return true
+		}
+		if !held {
+			g.paced.Add(1)
+			g.doorWaits.Add(1)
+			timer = time.NewTimer(time.Until(deadline))
+		}
+		select {
+		case <-room:
+		case <-timer.C:
+			g.paceTimeouts.Add(1)
+			return false
+		}
+	}
+}
+
+// SetDoor puts a door in front of the consumer of the paced topics (nil:
+// none). door is asked, on the publishing client's goroutine, about every
+// publish on a paced topic that is neither urgent (a halt) nor retained:
+// nil lets it through (the door then counts it as on its way), a channel
+// holds it until the channel is closed and the door is asked again — at
+// most PaceWait, the wait it shares with the rate and the congestion, after
+// which the publish goes ahead as it would unpaced. The client's later
+// packets stay unread in its socket meanwhile, so TCP and its QoS 1 window
+// hold the publisher to what the consumer takes: the daemon's door is the
+// supervisor's agent lanes (mqtt.AgentDoor), so a flooding agent costs no
+// more than its lane serves. It is set once the consumer exists, after
+// Start (the broker is started first).
+func (b *Broker) SetDoor(door func(topic string) <-chan struct{}) {
+	if door == nil {
+		b.hook.door.Store(nil)
+		return
+	}
+	b.hook.door.Store(&door)
 }
 
 // rateBuckets are the publishers' token buckets (Options.PaceRate).
