@@ -206,26 +206,9 @@ var foreignSession = regexp.MustCompile(`serial session up .* channels=([02-9]|[
 // test's answered on its pty.
 func tableRefusalRun(t *testing.T) (out string, exit error, foreign bool) {
 	t.Helper()
-	socat := needTool(t, "socat", "socat")
 	dir := t.TempDir()
-	host, board := filepath.Join(dir, "ttyHost"), filepath.Join(dir, "ttyMCU")
-	cable := exec.Command(socat, "pty,raw,echo=0,link="+host, "pty,raw,echo=0,link="+board)
-	if err := cable.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cable.Process.Kill(); cable.Wait() }()
-	daemontest.WaitFor(t, "socat's ptys", 10*time.Second, func() bool {
-		_, e1 := os.Stat(host)
-		_, e2 := os.Stat(board)
-		return e1 == nil && e2 == nil
-	})
-	mcuOut := &syncBuffer{}
-	mcu := exec.Command(binary, "sim-mcu", "--port", board, "--channels", "45", "--supplies", "12", "--control", "127.0.0.1:0")
-	mcu.Stdout, mcu.Stderr = mcuOut, mcuOut
-	if err := mcu.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { mcu.Process.Kill(); mcu.Wait() }()
+	host, _, stop := simBoardOnCable(t, dir)
+	defer stop()
 
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := filepath.Join(dir, "robot.yaml")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,22 +36,7 @@ func TestRunExitsOnBusyHTTPPort(t *testing.T) {
 // stranger's broker — and once the port is free the broker listens, MQTT
 // connects, and the halt stays.
 func TestBusyBrokerPortWaits(t *testing.T) {
-	stranger, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Close()
-	var dialled atomic.Int32
-	go func() {
-		for {
-			c, err := stranger.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			c.Close()
-		}
-	}()
+	stranger, dialled := daemontest.Stranger(t)
 	addr := stranger.Addr().String()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := daemonConfigListen(t, httpAddr, addr)

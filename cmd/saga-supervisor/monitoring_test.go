@@ -117,28 +117,9 @@ func TestMonitoringRunbooks(t *testing.T) {
 // checks every metric name and label the dashboard and the rules use
 // against its /metrics.
 func TestMonitoringNamesExist(t *testing.T) {
-	socat := needTool(t, "socat", "socat")
 	dir := t.TempDir()
-
-	// The cable and the board (as hil-tests' sim rig does).
-	host, board := filepath.Join(dir, "ttyHost"), filepath.Join(dir, "ttyMCU")
-	cable := exec.Command(socat, "pty,raw,echo=0,link="+host, "pty,raw,echo=0,link="+board)
-	if err := cable.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cable.Process.Kill(); cable.Wait() })
-	daemontest.WaitFor(t, "socat's ptys", 10*time.Second, func() bool {
-		_, e1 := os.Stat(host)
-		_, e2 := os.Stat(board)
-		return e1 == nil && e2 == nil
-	})
-	mcuOut := &syncBuffer{}
-	mcu := exec.Command(binary, "sim-mcu", "--port", board, "--channels", "45", "--supplies", "12", "--control", "127.0.0.1:0")
-	mcu.Stdout, mcu.Stderr = mcuOut, mcuOut
-	if err := mcu.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mcu.Process.Kill(); mcu.Wait() })
+	host, mcuOut, stop := simBoardOnCable(t, dir)
+	t.Cleanup(stop)
 
 	brokerPort := freePort(t)
 	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
@@ -276,6 +257,39 @@ actuators:
     supply: rail
     timeout: 500ms
 `
+
+// simBoardOnCable serves a simulated board (sim-mcu: one servo channel,
+// safe at 45, one 12 V supply) on one end of a socat pty pair in dir, as
+// hil-tests' sim rig does, and returns the host's end, the board's output
+// and a stop that kills both.
+func simBoardOnCable(t *testing.T, dir string) (host string, out *syncBuffer, stop func()) {
+	t.Helper()
+	socat := needTool(t, "socat", "socat")
+	host, board := filepath.Join(dir, "ttyHost"), filepath.Join(dir, "ttyMCU")
+	cable := exec.Command(socat, "pty,raw,echo=0,link="+host, "pty,raw,echo=0,link="+board)
+	if err := cable.Start(); err != nil {
+		t.Fatal(err)
+	}
+	daemontest.WaitFor(t, "socat's ptys", 10*time.Second, func() bool {
+		_, e1 := os.Stat(host)
+		_, e2 := os.Stat(board)
+		return e1 == nil && e2 == nil
+	})
+	out = &syncBuffer{}
+	mcu := exec.Command(binary, "sim-mcu", "--port", board, "--channels", "45", "--supplies", "12", "--control", "127.0.0.1:0")
+	mcu.Stdout, mcu.Stderr = out, out
+	if err := mcu.Start(); err != nil {
+		cable.Process.Kill()
+		cable.Wait()
+		t.Fatal(err)
+	}
+	return host, out, func() {
+		mcu.Process.Kill()
+		mcu.Wait()
+		cable.Process.Kill()
+		cable.Wait()
+	}
+}
 
 // scrape reads the daemon's /metrics.
 func scrape(t *testing.T, d *daemonProc) map[string]*dto.MetricFamily {

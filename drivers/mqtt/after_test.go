@@ -1,8 +1,6 @@
 package mqtt_test
 
 import (
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,22 +12,7 @@ import (
 // closed (another process's listener on the address counts none), then
 // connects; one closed before After never dials.
 func TestDeviceLinkAfter(t *testing.T) {
-	stranger, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Close()
-	var dialled atomic.Int32
-	go func() {
-		for {
-			c, err := stranger.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			c.Close()
-		}
-	}()
+	stranger, dialled := daemontest.Stranger(t)
 	never := make(chan struct{})
 	l, err := mqttdev.DialDeviceLink(mqttdev.LinkOptions{Broker: "tcp://" + stranger.Addr().String(), ClientID: "sup-devices",
 		ConnectWait: 3 * time.Second, After: never})

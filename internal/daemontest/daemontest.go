@@ -8,8 +8,10 @@ package daemontest
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +301,29 @@ func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Stranger listens on a free loopback port as another process's server
+// would, accepting and closing every connection and counting them: a test
+// holds an address with it and checks that nothing dialled it. It is
+// closed at the test's end (closing it earlier frees the port).
+func Stranger(t testing.TB) (net.Listener, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dialled := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			c.Close()
+		}
+	}()
+	return ln, dialled
 }
