@@ -409,10 +409,8 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 		return 0, refusal(CodeJournalFailed, "%v", err)
 	}
 	// The BEGIN is durable, but a halt may have passed while it was
-	// synced: the saga is ended here, as that pass would have ended it,
-	// and the agent is told so rather than handed a saga that is gone.
-	if e.stopped() {
-		rep := e.closeHaltedLocked(s)
+	// synced: the agent is told so rather than handed a saga that is gone.
+	if rep := e.endBusyIfHaltedLocked(s); rep != nil {
 		return 0, &Error{Code: CodeHalted, Message: "halted while the saga began: " + e.haltReason(), Report: rep}
 	}
 	if why := s.pendingAbort; why != "" {
@@ -420,6 +418,19 @@ func (e *Engine) Begin(owner Owner) (uint64, error) {
 		return 0, &Error{Code: CodeSagaUnknown, Message: "saga aborted while it began: " + why, Report: rep}
 	}
 	return s.id, nil
+}
+
+// endBusyIfHaltedLocked ends s, whose busy spell (a BEGIN, INTENT or
+// COMMIT being synced) has just ended, as a halt's pass would have ended
+// it had it not been busy, if a halt is latched; it returns the report, or
+// nil when no halt is. Ending it here, under the lock the sync returned
+// to, leaves nothing to which goroutine takes the lock first. Callers
+// hold mu.
+func (e *Engine) endBusyIfHaltedLocked(s *saga) *Report {
+	if !e.stopped() {
+		return nil
+	}
+	return e.closeHaltedLocked(s)
 }
 
 // RecordLease makes a lease grant durable before the agent is told of it,
@@ -525,14 +536,8 @@ func (e *Engine) Step(sagaID uint64, owner Owner, cmd Command) (StepResult, erro
 		}
 		sp.outcome = Failed
 		s.busy = false
-		jerr := &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
-		if e.stopped() {
-			// The failure latched the halt, whose pass left this saga
-			// alone while it was busy (or has yet to run): it ends here,
-			// under the same lock, as that pass would have ended it — not
-			// ended or left open by whichever goroutine came first.
-			jerr.Report = e.closeHaltedLocked(s)
-		}
+		// The failure latched the halt, whose pass left this saga alone.
+		jerr := &Error{Code: CodeJournalFailed, Message: err.Error(), err: err, Report: e.endBusyIfHaltedLocked(s)}
 		e.mu.Unlock()
 		return StepResult{}, jerr
 	}
@@ -755,13 +760,9 @@ func (e *Engine) Commit(sagaID uint64, owner Owner) error {
 	err := e.journal(&Record{Type: RecCommit, Saga: s.id})
 	s.busy = false
 	if err != nil {
-		jerr := &Error{Code: CodeJournalFailed, Message: err.Error(), err: err}
-		if e.stopped() {
-			// As in Step: the failure latched the halt, whose pass left
-			// the saga alone while its COMMIT was synced.
-			jerr.Report = e.closeHaltedLocked(s)
-		}
-		return jerr
+		// As in Step: the failure latched the halt, whose pass left the
+		// saga alone while its COMMIT was synced.
+		return &Error{Code: CodeJournalFailed, Message: err.Error(), err: err, Report: e.endBusyIfHaltedLocked(s)}
 	}
 	e.closeLocked(s)
 	return nil
