@@ -99,6 +99,16 @@ func opOf(t ingress.Tally) string {
 	return opInvalid
 }
 
+// publishErrReport publishes the report an engine's error carries: the
+// saga it ended (a step that failed and was unwound; a begin, step or
+// commit whose saga a halt ended while it was busy).
+func (s *Supervisor) publishErrReport(err error) {
+	var ee *rollback.Error
+	if errors.As(err, &ee) && ee.Report != nil {
+		s.publishReport(ee.Report)
+	}
+}
+
 // Handle answers one request of API v1, on the agent's lane (or at once,
 // for a heartbeat). Every refusal carries a stable code, is journaled, and
 // moves nothing.
@@ -263,10 +273,7 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		}
 		saga, err := s.engine.Begin(owner)
 		if err != nil {
-			var ee *rollback.Error
-			if errors.As(err, &ee) && ee.Report != nil {
-				s.publishReport(ee.Report) // a saga ended by a halt while it began
-			}
+			s.publishErrReport(err)
 			return api.ErrorReply(req.ID, err), false
 		}
 		// The lease may have ended between the check and the begin, after
@@ -296,19 +303,13 @@ func (s *Supervisor) handle(req api.Request, received time.Time) (rep api.Reply,
 		}
 		res, err := s.engine.Step(req.Saga, owner, cmd)
 		if err != nil {
-			var ee *rollback.Error
-			if errors.As(err, &ee) && ee.Report != nil {
-				s.publishReport(ee.Report)
-			}
+			s.publishErrReport(err)
 			return api.ErrorReply(req.ID, err), true
 		}
 		return api.StepReply(req.ID, req.Saga, res), false
 	case api.OpCommit:
 		if err := s.engine.Commit(req.Saga, owner); err != nil {
-			var ee *rollback.Error
-			if errors.As(err, &ee) && ee.Report != nil {
-				s.publishReport(ee.Report) // a saga ended by the journal's halt while it committed
-			}
+			s.publishErrReport(err)
 			return api.ErrorReply(req.ID, err), false
 		}
 		ok.Saga = req.Saga
