@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // proc is a child process whose output is kept for failure messages.
@@ -156,21 +158,10 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			fatalf(t, "timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// freePort returns a loopback TCP port nobody listened on a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // needTool finds a program the sim rig needs. Missing, it fails the test
@@ -201,7 +192,7 @@ type mosquitto struct {
 func startMosquitto(t *testing.T, dir string) *mosquitto {
 	t.Helper()
 	m := &mosquitto{t: t, path: needTool(t, "mosquitto", "mosquitto"), conf: dir + "/mosquitto.conf"}
-	port := freePort(t)
+	port := testtool.FreePort(t)
 	m.addr = fmt.Sprintf("127.0.0.1:%d", port)
 	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nlog_type all\n", port)
 	if os.Getuid() == 0 {
@@ -238,3 +229,27 @@ func (m *mosquitto) stop() { m.p.kill(syscall.SIGTERM) }
 
 // crash kills the broker (SIGKILL: no wills, connections reset).
 func (m *mosquitto) crash() { m.p.kill(syscall.SIGKILL) }
+
+// failures holds what each failed test's harness check said, to be said
+// again at the very end of its output (sayFailureLast): the processes'
+// logs are printed after the failure, and CI shows the output's tail.
+var failures sync.Map // *testing.T → string
+
+// fatalf is t.Fatalf, remembered for sayFailureLast.
+func fatalf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	failures.Store(t, msg)
+	t.Fatal(msg)
+}
+
+// sayFailureLast registers, before anything else of the test's does, the
+// cleanup that runs last: it repeats the failure fatalf recorded.
+func sayFailureLast(t *testing.T) {
+	t.Cleanup(func() {
+		m, ok := failures.LoadAndDelete(t)
+		if ok && t.Failed() {
+			t.Logf("FAILED, said again below the logs: %s", m)
+		}
+	})
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/actuators"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/wiring"
 )
@@ -69,6 +70,7 @@ type rig struct {
 // rig mode they take turns on the one real rig.
 func newRig(t *testing.T, opt rigOptions) *rig {
 	t.Helper()
+	sayFailureLast(t)
 	var r *rig
 	switch {
 	case rigFile != nil:
@@ -143,7 +145,7 @@ func (r *rig) writeConfig(tmpl, host string, opt rigOptions) *config.Config {
 	t, dir := r.t, r.workDir
 	vars := map[string]string{"DIR": dir, "TTY": host, "ACTION": "unwind",
 		"JOURNAL": filepath.Join(dir, "journal"), "SEGMENT": "16MiB",
-		"HTTP": fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		"HTTP": fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	for k, v := range map[string]string{"ACTION": opt.action, "JOURNAL": opt.journal, "SEGMENT": opt.segment} {
 		if v != "" {
 			vars[k] = v
@@ -154,7 +156,7 @@ func (r *rig) writeConfig(tmpl, host string, opt rigOptions) *config.Config {
 		r.mosq = startMosquitto(t, dir)
 		vars["BROKER"], vars["LISTEN"] = r.mosq.URL(), ""
 	} else {
-		vars["BROKER"], vars["LISTEN"] = "embedded", fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		vars["BROKER"], vars["LISTEN"] = "embedded", fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	}
 	text, err := os.ReadFile(tmpl)
 	if err != nil {
@@ -323,11 +325,14 @@ func (r *rig) post(path, token, body string) (int, string) {
 func (r *rig) waitReady() {
 	r.t.Helper()
 	reset, told := false, false
-	waitFor(r.t, "the supervisor to be ready (/readyz 200)", 30*time.Second, func() bool {
+	var lastCode int
+	var lastBody string
+	ready := waitUntil(30*time.Second, func() bool {
 		if r.sup.exited() {
-			r.t.Fatalf("the supervisor exited: %v", r.sup.cmd.ProcessState)
+			fatalf(r.t, "the supervisor exited: %v", r.sup.cmd.ProcessState)
 		}
 		code, body := r.get("/readyz")
+		lastCode, lastBody = code, body
 		if code == http.StatusOK {
 			return true
 		}
@@ -343,6 +348,9 @@ func (r *rig) waitReady() {
 		}
 		return false
 	})
+	if !ready {
+		fatalf(r.t, "timed out after 30s waiting for the supervisor to be ready: /readyz last answered %d %q", lastCode, strings.TrimSpace(lastBody))
+	}
 }
 
 // supStatus is the part of /api/v1/status the scenarios read.
@@ -502,7 +510,7 @@ func (r *rig) waitOutputs(what string, want map[string]expect) {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("%s: the read-back did not settle within %v: %s (read back: %v)", what, r.file.ReadBack.Settle, last, st)
+			fatalf(r.t, "%s: the read-back did not settle within %v: %s (read back: %v)", what, r.file.ReadBack.Settle, last, st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -513,7 +521,7 @@ func (r *rig) assertOutputs(what string, want map[string]expect) {
 	r.t.Helper()
 	st := r.state()
 	if m := r.mismatch(st, want); m != "" {
-		r.t.Fatalf("%s: %s (read back: %v)", what, m, st)
+		fatalf(r.t, "%s: %s (read back: %v)", what, m, st)
 	}
 }
 

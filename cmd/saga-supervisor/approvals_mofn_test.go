@@ -31,7 +31,7 @@ func TestTwoPersonApproval(t *testing.T) {
 		}
 		keys, pubs = append(keys, k), append(pubs, k+".pub")
 	}
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
 	text, err := os.ReadFile(d.cfgPath)
 	if err != nil {

@@ -198,9 +198,9 @@ const operatorToken = "operator-secret-0123456789abcdef-daemon"
 func TestBrokerUnreachableAtBoot(t *testing.T) {
 	needTool(t, "mosquitto", "mosquitto")
 	dir := t.TempDir()
-	port := freePort(t) // closed: nothing listens there yet
+	port := testtool.FreePort(t) // closed: nothing listens there yet
 	broker := fmt.Sprintf("tcp://127.0.0.1:%d", port)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	b := bootWith(t, writeDaemonConfig(t, dir, broker, httpAddr), httpAddr, operatorToken)
 
 	code, body := b.answering()
@@ -301,7 +301,7 @@ func TestJournalUnwritableAtStart(t *testing.T) {
 				t.Fatalf("mounting a small tmpfs for the journal (the test runs as root, as CI does): %v\n%s", err, out)
 			}
 			t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-			cfg := writeDaemonConfig(t, dir, fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+			cfg := writeDaemonConfig(t, dir, fmt.Sprintf("tcp://127.0.0.1:%d", testtool.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t)))
 			yaml, _ := os.ReadFile(cfg)
 			os.WriteFile(cfg, []byte(strings.Replace(string(yaml), "  dir: "+filepath.Join(dir, "journal"), "  dir: "+filepath.Join(mnt, "journal"), 1)), 0o600)
 			os.Mkdir(filepath.Join(mnt, "journal"), 0o700)
@@ -374,7 +374,7 @@ func TestBrokerRefusesAtBoot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			port := freePort(t)
+			port := testtool.FreePort(t)
 			bad, good, broker, want := tc.setup(t, dir, port)
 			if os.Getuid() == 0 {
 				// As root mosquitto would drop to a user who cannot read
@@ -386,7 +386,7 @@ func TestBrokerRefusesAtBoot(t *testing.T) {
 			os.WriteFile(goodPath, []byte(good), 0o600)
 			_, mosq := runMosquittoConf(t, badPath, port)
 
-			httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 			cfg := writeDaemonConfig(t, dir, "tcp://127.0.0.1:1", httpAddr)
 			yaml, _ := os.ReadFile(cfg)
 			os.WriteFile(cfg, []byte(strings.Replace(string(yaml), "  broker: tcp://127.0.0.1:1\n", "  broker: "+broker+"\n", 1)), 0o600)
@@ -457,9 +457,9 @@ func TestBoardMissingAtBoot(t *testing.T) {
 			}
 			token := filepath.Join(dir, "token")
 			os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-			httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 			cfg := filepath.Join(dir, "robot.yaml")
-			text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host),
+			text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host),
 				`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
 			os.WriteFile(cfg, []byte(text), 0o600)
 			if out, code := run(t, "check-config", cfg); code != 0 {
@@ -564,9 +564,9 @@ func TestPWMChipMissingAtBoot(t *testing.T) {
 	}
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cfg := filepath.Join(dir, "robot.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, token, root)), 0o600)
+	os.WriteFile(cfg, []byte(fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, token, root)), 0o600)
 	if out, code := run(t, "check-config", cfg); code != 0 {
 		t.Fatalf("test config invalid:\n%s", out)
 	}
@@ -634,9 +634,9 @@ func TestEStopUnreadableAtBoot(t *testing.T) {
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cfg := filepath.Join(dir, "robot.yaml")
-	text := fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, token, dir)
+	text := fmt.Sprintf(pwmChipConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, token, dir)
 	text = text[:strings.Index(text, "  wrist:")] + "estop:\n  driver: gpio\n  pin: GPIO27\n  active_high: true\n  pull: up\n"
 	os.WriteFile(cfg, []byte(text), 0o600)
 	if out, code := run(t, "check-config", cfg); code != 0 {

@@ -29,10 +29,10 @@ func TestHaltWhileRecoveringAtBoot(t *testing.T) {
 	host := filepath.Join(dir, "ttyHost") // never created: the board's cable is out
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	journal := filepath.Join(dir, "journal")
 	cfg := filepath.Join(dir, "robot.yaml")
-	text := strings.Replace(fmt.Sprintf(monitoringConfig, journal, freePort(t), httpAddr, host),
+	text := strings.Replace(fmt.Sprintf(monitoringConfig, journal, testtool.FreePort(t), httpAddr, host),
 		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
 	os.WriteFile(cfg, []byte(text), 0o600)
 	if out, code := run(t, "check-config", cfg); code != 0 {
@@ -133,9 +133,9 @@ func TestBoardWaitWhileHTTPServes(t *testing.T) {
 	host := filepath.Join(dir, "ttyHost") // never created: the board's cable is out
 	token := filepath.Join(dir, "token")
 	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cfg := filepath.Join(dir, "robot.yaml")
-	text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host),
+	text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host),
 		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
 	os.WriteFile(cfg, []byte(text), 0o600)
 	b := bootWith(t, cfg, httpAddr, operatorToken)
@@ -210,9 +210,9 @@ func tableRefusalRun(t *testing.T) (out string, exit error, foreign bool) {
 	host, _, stop := simBoardOnCable(t, dir)
 	defer stop()
 
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cfg := filepath.Join(dir, "robot.yaml")
-	text := fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), freePort(t), httpAddr, host)
+	text := fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host)
 	// The board has one channel (--channels 45): channel 1 is not there.
 	edited := strings.Replace(text, "mcu: {board: board, channel: 0}", "mcu: {board: board, channel: 1}", 1)
 	if edited == text {

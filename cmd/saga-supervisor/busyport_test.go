@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // A busy HTTP port stops `run` with a non-zero exit and the reason, before
@@ -38,7 +39,7 @@ func TestRunExitsOnBusyHTTPPort(t *testing.T) {
 func TestBusyBrokerPortWaits(t *testing.T) {
 	stranger, dialled := daemontest.Stranger(t)
 	addr := stranger.Addr().String()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	cfg := daemonConfigListen(t, httpAddr, addr)
 	text, _ := os.ReadFile(cfg)
 	// An MQTT-attached actuator too: its link dials the embedded broker's

@@ -20,26 +20,17 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/latency"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
 // These tests run the real binary against Debian's mosquitto, drive sagas
 // over MQTT, kill controllers and kill -9 the supervisor itself.
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startMosquitto runs a real broker on a free loopback port.
 func startMosquitto(t *testing.T) string {
 	t.Helper()
-	port := freePort(t)
+	port := testtool.FreePort(t)
 	return runMosquitto(t, t.TempDir(), port, fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n", port))
 }
 
@@ -193,7 +184,7 @@ func state(a *daemontest.Agent, name string) float64 {
 func TestDaemonOverMosquitto(t *testing.T) {
 	broker := startMosquitto(t)
 	dir := t.TempDir()
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
 	d.start()
 	defer func() {

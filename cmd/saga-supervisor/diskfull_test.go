@@ -15,6 +15,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/drivers/sim"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -137,8 +138,8 @@ func TestDiskFullThenRestart(t *testing.T) {
 // operator's reset token. It returns the config's path and the ports.
 func smallSegmentsConfig(t *testing.T, dir, journal, token string) (cfgPath, httpAddr string, brokerPort int) {
 	t.Helper()
-	httpAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	brokerPort = freePort(t)
+	httpAddr = fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
+	brokerPort = testtool.FreePort(t)
 	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
 	text := strings.NewReplacer(
 		"  dir: ./saga-data/journal", "  dir: "+journal,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // The operator's drain and quarantine through the real binary, its ctl
@@ -18,7 +19,7 @@ import (
 func TestDrainAndQuarantineAcrossKill9(t *testing.T) {
 	broker := startMosquitto(t)
 	dir := t.TempDir()
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
 	d.start()
 	defer func() {

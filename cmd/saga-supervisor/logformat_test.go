@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // logDaemon runs `run` on the default config (free ports, temporary
@@ -24,7 +25,7 @@ import (
 // error is logged), stops it with SIGTERM and returns its stderr lines.
 func logDaemon(t *testing.T, journalStream bool, args ...string) []string {
 	t.Helper()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	path := daemonConfig(t, httpAddr)
 	b, _ := os.ReadFile(path)
 	os.WriteFile(path, []byte(strings.Replace(string(b), "  reset_token_file: "+filepath.Join(filepath.Dir(path), "operator-token"),

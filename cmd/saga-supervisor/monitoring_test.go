@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/transport/mqtt"
 )
 
@@ -121,8 +122,8 @@ func TestMonitoringNamesExist(t *testing.T) {
 	host, mcuOut, stop := simBoardOnCable(t, dir)
 	t.Cleanup(stop)
 
-	brokerPort := freePort(t)
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	brokerPort := testtool.FreePort(t)
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = filepath.Join(dir, "robot.yaml")
 	cfg := fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), brokerPort, d.http, host)
 	if err := os.WriteFile(d.cfgPath, []byte(cfg), 0o600); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -64,7 +65,7 @@ func (n *notifySocket) count(line string) int {
 // daemonConfig is the embedded default on free ports and temporary paths.
 func daemonConfig(t *testing.T, httpListen string) string {
 	t.Helper()
-	return daemonConfigListen(t, httpListen, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	return daemonConfigListen(t, httpListen, fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t)))
 }
 
 // daemonConfigListen is daemonConfig with the embedded broker listening on
@@ -93,7 +94,7 @@ func daemonConfigListen(t *testing.T, httpListen, mqttListen string) string {
 func TestSystemdNotify(t *testing.T) {
 	sock := newNotifySocket(t)
 	env := append(os.Environ(), "NOTIFY_SOCKET="+sock.path, "WATCHDOG_USEC=400000")
-	cmd := exec.Command(binary, "run", "--config", daemonConfig(t, fmt.Sprintf("127.0.0.1:%d", freePort(t))))
+	cmd := exec.Command(binary, "run", "--config", daemonConfig(t, fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))))
 	cmd.Env = env
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

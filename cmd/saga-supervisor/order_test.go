@@ -16,6 +16,7 @@ import (
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
 	"github.com/saga-supervisor/saga-supervisor/internal/longtest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // TestRepliesInOrderAcrossSIGSTOP: an agent's replies arrive in the order
@@ -31,11 +32,11 @@ import (
 func TestRepliesInOrderAcrossSIGSTOP(t *testing.T) {
 	longtest.Skip(t)
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testtool.FreePort(t)
 	conf := filepath.Join(dir, "mosquitto.conf")
 	os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\n", port)), 0o600)
 	broker, _ := runMosquittoConf(t, conf, port)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	d := &daemonProc{t: t, cfgPath: writeDaemonConfig(t, dir, broker, httpAddr), http: httpAddr}
 	d.start()
 	t.Cleanup(func() { d.cmd.Process.Signal(syscall.SIGCONT); d.cmd.Process.Kill(); d.cmd.Wait() })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/saga-supervisor/saga-supervisor/api"
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // retainedStatus connects a fresh client, reads the retained status and
@@ -50,11 +51,11 @@ func retainedStatus(t *testing.T, broker string) (api.Status, bool) {
 // published before.
 func TestReadinessFollowsTheBroker(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testtool.FreePort(t)
 	conf := filepath.Join(dir, "mosquitto.conf")
 	os.WriteFile(conf, []byte(fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n", port)), 0o600)
 	broker, mosq := runMosquittoConf(t, conf, port)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	d := &daemonProc{t: t, cfgPath: writeDaemonConfig(t, dir, broker, httpAddr), http: httpAddr}
 	d.start()
 	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/api"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/rollback"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
@@ -707,7 +708,7 @@ func casePlainToTLS(t *testing.T, s *loginSecure) {
 // before listening.
 func caseNoTLSRefused(t *testing.T, s *loginSecure) {
 	dir := t.TempDir()
-	port := fmt.Sprint(freePort(t))
+	port := fmt.Sprint(testtool.FreePort(t))
 	text, err := os.ReadFile(s.d.cfgPath)
 	if err != nil {
 		t.Fatal(err)

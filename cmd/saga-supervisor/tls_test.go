@@ -19,6 +19,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 	"github.com/saga-supervisor/saga-supervisor/supervisor/config"
 )
 
@@ -60,8 +61,8 @@ func writeSelfSigned(t *testing.T, dir string) (certPath, keyPath string, pool *
 // port does not — and its own connections trust exactly its certificate.
 func TestEmbeddedBrokerBeyondLoopbackNeedsTLS(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	port := testtool.FreePort(t)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	text := strings.NewReplacer(
 		"  dir: ./saga-data/journal", "  dir: "+filepath.Join(dir, "journal"),
 		"  world: ./saga-data/world", "  world: "+filepath.Join(dir, "world"),

@@ -24,7 +24,7 @@ import (
 func TestDrainQuarantineAndZoneAcrossKill9(t *testing.T) {
 	broker := startMosquitto(t)
 	dir := t.TempDir()
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
 	cfg, err := os.ReadFile(d.cfgPath)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/saga-supervisor/saga-supervisor/internal/daemontest"
+	"github.com/saga-supervisor/saga-supervisor/internal/testtool"
 )
 
 // TestZonesThroughTheBinary runs the real binary with zones against
@@ -21,7 +22,7 @@ import (
 func TestZonesThroughTheBinary(t *testing.T) {
 	broker := startMosquitto(t)
 	dir := t.TempDir()
-	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	d := &daemonProc{t: t, http: fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))}
 	d.cfgPath = writeDaemonConfig(t, dir, broker, d.http)
 	f, err := os.OpenFile(d.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

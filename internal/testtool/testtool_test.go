@@ -1,6 +1,8 @@
 package testtool
 
 import (
+	"fmt"
+	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -58,5 +60,21 @@ func TestSlow(t *testing.T) {
 			}()
 			Slow(time.Second)
 		}()
+	}
+}
+
+// FreePort's ports are below the ephemeral range, and free.
+func TestFreePortBelowTheEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	for range 50 {
+		p := FreePort(t)
+		if p >= lo || p < 10000 {
+			t.Fatalf("FreePort = %d, want in [10000, %d)", p, lo)
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			t.Fatalf("FreePort's %d: %v", p, err)
+		}
+		ln.Close()
 	}
 }
