@@ -214,16 +214,22 @@ func Start(opt Options) (_ *Daemon, err error) {
 	// answer (the start-up handler), however long recovery reads back
 	// the actuators; a halt there latches before recovery moves anything.
 	var startServing func()
+	var sup *supervisor.Supervisor
 	d.Built.Options.JournalOpened = func() error {
 		if startServing != nil {
 			startServing()
 		}
 		// Recovery reads the boards back: give them the time they need
-		// to answer while HTTP answers. A board whose channel table the
-		// configuration contradicts ends the start here.
+		// to answer while HTTP answers (and says so). A board whose
+		// channel table the configuration contradicts ends the start here.
+		if names := d.Built.PendingBoards(); len(names) > 0 {
+			sup.SetStarting(fmt.Sprintf("starting: waiting up to %v for serial board %s to answer, then recovering the journal",
+				wiring.BoardWait, strings.Join(names, ", ")))
+			defer sup.SetStarting(supervisor.StartingReason)
+		}
 		return d.Built.WaitBoards()
 	}
-	sup, err := supervisor.Prepare(d.Built.Options)
+	sup, err = supervisor.Prepare(d.Built.Options)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type Built struct {
 // Close releases what FromConfig opened.
 func (b *Built) Close() error { return b.env.Close() }
 
+// PendingBoards names the serial boards WaitBoards is still to wait for.
+func (b *Built) PendingBoards() []string { return b.env.PendingBoards() }
+
 // WaitBoards waits for the serial boards FromConfigWith opened with
 // BuildOptions.DeferBoardWait (wiring.Env.WaitBoards): at most about 3 s,
 // all boards at once. Its error — a board whose channel table the

@@ -11,12 +11,32 @@ import (
 // StartingReason is the not-ready reason while Open recovers the journal.
 const StartingReason = "starting: recovering the journal"
 
+// SetStarting sets the not-ready reason the start-up handler gives while
+// Open runs ("" : StartingReason): the daemon names the serial boards it
+// waits for before recovery, so that an operator looking at /readyz sees
+// what the start waits on.
+func (s *Supervisor) SetStarting(reason string) {
+	if reason == "" {
+		reason = StartingReason
+	}
+	s.starting.Store(&reason)
+}
+
+// startingReason is the reason SetStarting last set.
+func (s *Supervisor) startingReason() string {
+	if p := s.starting.Load(); p != nil {
+		return *p
+	}
+	return StartingReason
+}
+
 // StartupHTTPHandler serves what a supervisor from Prepare can answer while
 // Open recovers the journal (recovery reads back every actuator first, up
 // to seconds with a board missing):
 //
 //	GET  /healthz        200 "ok"
-//	GET  /readyz         503 "starting: recovering the journal" (and the
+//	GET  /readyz         503 "starting: recovering the journal", or what
+//	                     SetStarting said the start waits on (and the
 //	                     halt, if one is latched)
 //	GET  /api/v1/status  503 with the Status: not ready for that reason, and
 //	                     the halt known so far (a halt the journal ends
@@ -38,7 +58,7 @@ func (s *Supervisor) StartupHTTPHandler() http.Handler {
 	mux.HandleFunc("GET /api/v1/status", h.status)
 	mux.HandleFunc("POST /api/v1/halt", h.halt)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, StartingReason+
+		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, s.startingReason()+
 			": until it is done only /readyz, /api/v1/status and POST /api/v1/halt answer; nothing was done", nil)
 	})
 	return &startupHandler{mux: mux}
@@ -57,7 +77,7 @@ type startupAPI struct{ s *Supervisor }
 // reasons are the start-up's not-ready reasons: the journal, and a halt.
 func (h *startupAPI) reasons() (halted bool, why string, reasons []string) {
 	halted, why = h.s.opt.HaltLine.Latched()
-	reasons = []string{StartingReason}
+	reasons = []string{h.s.startingReason()}
 	if halted {
 		reasons = append(reasons, "halted: "+why)
 	}

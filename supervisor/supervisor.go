@@ -141,6 +141,9 @@ type Supervisor struct {
 	metrics        *metrics
 	approve        *approvalGate
 	dash           *dashHub // the live dashboard's snapshots (dashboard.go)
+	// starting is what the start-up handler says the start is doing
+	// (SetStarting); nil: StartingReason.
+	starting atomic.Pointer[string]
 
 	statesMu  sync.Mutex // serialises publishStates; never taken on the halt path
 	refreshMu sync.Mutex // serialises refresh; never taken on the halt path

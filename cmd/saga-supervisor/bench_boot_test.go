@@ -69,8 +69,8 @@ func BenchmarkHTTPBrokerDown(b *testing.B) {
 				if err == nil {
 					body, _ := io.ReadAll(res.Body)
 					res.Body.Close()
-					// Past the start-up handler's 503 (journal recovering).
-					if res.StatusCode == wantReady && !strings.Contains(string(body), "starting: recovering the journal") {
+					// Past the start-up handler's 503 (boards, then the journal).
+					if res.StatusCode == wantReady && !strings.Contains(string(body), "starting: ") {
 						break
 					}
 				}

@@ -74,16 +74,16 @@ func (b *booted) do(method, path, auth, body string) (int, string) {
 	return res.StatusCode, string(got)
 }
 
-// answering waits until /readyz answers past the start-up (whose answer,
-// "starting: recovering the journal", comes first: see
-// TestHaltWhileRecoveringAtBoot), and returns what.
+// answering waits until /readyz answers past the start-up (whose answers,
+// "starting: …" — the boards' wait, then recovering the journal — come
+// first: see TestHaltWhileRecoveringAtBoot), and returns what.
 func (b *booted) answering() (int, string) {
 	b.t.Helper()
 	var code int
 	var body string
 	daemontest.WaitFor(b.t, "HTTP to answer /readyz once recovered", 20*time.Second, func() bool {
 		code, body = b.do(http.MethodGet, "/readyz", "", "")
-		return code != 0 && !strings.Contains(body, "starting: recovering the journal")
+		return code != 0 && !strings.Contains(body, "starting: ")
 	})
 	return code, body
 }

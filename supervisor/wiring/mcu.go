@@ -159,7 +159,7 @@ func board(e *Env, name string) (*serial.Link, error) {
 			return nil, fmt.Errorf("mcu %s: %w", name, err)
 		}
 		wait := func() error {
-			if err := waitBoard(l, 3*time.Second); serial.CodeOf(err) == serial.CodeTable {
+			if err := waitBoard(l, BoardWait); serial.CodeOf(err) == serial.CodeTable {
 				return fmt.Errorf("mcu %s: %w", name, err)
 			} else if err != nil {
 				// Not fatal: the link keeps trying, and the supervisor is
@@ -173,6 +173,7 @@ func board(e *Env, name string) (*serial.Link, error) {
 			// Left to WaitBoards; until then the link is not ready, and
 			// nothing is sent to a board whose table is not yet checked.
 			e.boards = append(e.boards, wait)
+			e.boardNames = append(e.boardNames, name)
 		} else if err := wait(); err != nil {
 			l.Close()
 			return nil, err
@@ -181,6 +182,9 @@ func board(e *Env, name string) (*serial.Link, error) {
 		return l, nil
 	})
 }
+
+// BoardWait bounds the wait for a serial board to answer at start.
+const BoardWait = 3 * time.Second
 
 // waitBoard waits up to d for the link to be ready, and no longer once the
 // board's channel table is refused: that verdict stands for the session.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,12 +121,13 @@ type Env struct {
 
 	// mu serialises the opens: those of the start and those of parts
 	// retried in the background share the resources below.
-	mu      sync.Mutex
-	shared  map[string]io.Closer
-	closers []io.Closer
-	inputs  []Input
-	retries []io.Closer    // parts being retried: stopped first by Close
-	boards  []func() error // the deferred waits (DeferBoardWait)
+	mu         sync.Mutex
+	shared     map[string]io.Closer
+	closers    []io.Closer
+	inputs     []Input
+	retries    []io.Closer    // parts being retried: stopped first by Close
+	boards     []func() error // the deferred waits (DeferBoardWait)
+	boardNames []string       // their boards
 }
 
 // WaitBoards waits, all boards at once, for each serial board opened with
@@ -135,7 +137,7 @@ type Env struct {
 func (e *Env) WaitBoards() error {
 	e.mu.Lock()
 	waits := e.boards
-	e.boards = nil
+	e.boards, e.boardNames = nil, nil
 	e.mu.Unlock()
 	errs := make([]error, len(waits))
 	var wg sync.WaitGroup
@@ -144,6 +146,13 @@ func (e *Env) WaitBoards() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// PendingBoards names the boards WaitBoards is still to wait for.
+func (e *Env) PendingBoards() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.boardNames)
 }
 
 // NewEnv returns an Env for cfg. A nil logger discards.
