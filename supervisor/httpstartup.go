@@ -74,7 +74,8 @@ func (h *startupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type startupAPI struct{ s *Supervisor }
 
-// reasons are the start-up's not-ready reasons: the journal, and a halt.
+// reasons are the start-up's not-ready reasons: what the start waits on
+// (SetStarting), and a halt.
 func (h *startupAPI) reasons() (halted bool, why string, reasons []string) {
 	halted, why = h.s.opt.HaltLine.Latched()
 	reasons = []string{h.s.startingReason()}
