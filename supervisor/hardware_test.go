@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +68,16 @@ type pcaBus struct{ *pca9685test.Chip }
 
 func (pcaBus) Close() error { return nil }
 
-var registerHardware sync.Once
+// periph's registries take a name once per process, so the fakes are
+// registered once and each run of the test (-count) gets fresh ones: the
+// pins are reset in place, and the buses' openers hand out the run's chips.
+var (
+	registerHardware sync.Once
+	testRelay        = &gpiotest.Pin{N: "SAGA_TEST_RELAY", Num: -1}
+	testEStop        = &gpiotest.Pin{N: "SAGA_TEST_ESTOP", Num: -1, EdgesChan: make(chan pgpio.Level, 16)}
+	testPCA          atomic.Pointer[pca9685test.Chip]
+	testINA          atomic.Pointer[ina226]
+)
 
 // TestHardwareDriversFromConfig builds a Raspberry Pi style robot from a
 // config through the production path — pins found by name in periph's
@@ -77,21 +87,31 @@ var registerHardware sync.Once
 // battery gates motion, and the e-stop halts,
 // blocks reset while pressed and allows it once released.
 func TestHardwareDriversFromConfig(t *testing.T) {
-	relay := &gpiotest.Pin{N: "SAGA_TEST_RELAY", Num: -1}
-	stop := &gpiotest.Pin{N: "SAGA_TEST_ESTOP", Num: -1, L: pgpio.High, EdgesChan: make(chan pgpio.Level, 16)}
+	relay, stop := testRelay, testEStop
+	relay.Lock()
+	relay.L, relay.P, relay.D, relay.F, relay.EdgesChan = pgpio.Low, pgpio.PullNoChange, 0, 0, nil
+	relay.Unlock()
+	stop.Lock()
+	stop.L, stop.P, stop.D, stop.F = pgpio.High, pgpio.PullNoChange, 0, 0
+	stop.Unlock()
+	for len(stop.EdgesChan) > 0 {
+		<-stop.EdgesChan // an edge the last run sent and nothing took
+	}
 	chip := &ina226{regs: map[byte]uint16{0xFE: 0x5449, 0xFF: 0x2260}}
 	chip.setVolts(12.1)
+	testINA.Store(chip)
 	pca := pca9685test.New(0x41)
+	testPCA.Store(pca)
 	registerHardware.Do(func() {
-		if err := i2creg.Register("SAGA_TEST_PCA", nil, -1, func() (i2c.BusCloser, error) { return pcaBus{pca}, nil }); err != nil {
+		if err := i2creg.Register("SAGA_TEST_PCA", nil, -1, func() (i2c.BusCloser, error) { return pcaBus{testPCA.Load()}, nil }); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []pgpio.PinIO{relay, stop} {
+		for _, p := range []pgpio.PinIO{testRelay, testEStop} {
 			if err := gpioreg.Register(p); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := i2creg.Register("SAGA_TEST_I2C", nil, -1, func() (i2c.BusCloser, error) { return chip, nil }); err != nil {
+		if err := i2creg.Register("SAGA_TEST_I2C", nil, -1, func() (i2c.BusCloser, error) { return testINA.Load(), nil }); err != nil {
 			t.Fatal(err)
 		}
 	})
