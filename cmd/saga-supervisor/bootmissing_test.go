@@ -455,16 +455,7 @@ func TestBoardMissingAtBoot(t *testing.T) {
 			if tc.portAtBoot {
 				cable()
 			}
-			token := filepath.Join(dir, "token")
-			os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-			httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
-			cfg := filepath.Join(dir, "robot.yaml")
-			text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host),
-				`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
-			os.WriteFile(cfg, []byte(text), 0o600)
-			if out, code := run(t, "check-config", cfg); code != 0 {
-				t.Fatalf("test config invalid:\n%s", out)
-			}
+			cfg, httpAddr := boardRobotConfig(t, dir, host)
 			b := bootWith(t, cfg, httpAddr, operatorToken)
 
 			b.answering()

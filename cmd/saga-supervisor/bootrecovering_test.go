@@ -26,18 +26,8 @@ import (
 // journal holds it as a HALT record.
 func TestHaltWhileRecoveringAtBoot(t *testing.T) {
 	dir := t.TempDir()
-	host := filepath.Join(dir, "ttyHost") // never created: the board's cable is out
-	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
 	journal := filepath.Join(dir, "journal")
-	cfg := filepath.Join(dir, "robot.yaml")
-	text := strings.Replace(fmt.Sprintf(monitoringConfig, journal, testtool.FreePort(t), httpAddr, host),
-		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
-	os.WriteFile(cfg, []byte(text), 0o600)
-	if out, code := run(t, "check-config", cfg); code != 0 {
-		t.Fatalf("test config invalid:\n%s", out)
-	}
+	cfg, httpAddr := boardRobotConfig(t, dir, filepath.Join(dir, "ttyHost")) // never created: the board's cable is out
 	b := bootWith(t, cfg, httpAddr, operatorToken)
 
 	var opened time.Time
@@ -130,14 +120,7 @@ func TestHaltWhileRecoveringAtBoot(t *testing.T) {
 // answering yet", and /readyz answers in between.
 func TestBoardWaitWhileHTTPServes(t *testing.T) {
 	dir := t.TempDir()
-	host := filepath.Join(dir, "ttyHost") // never created: the board's cable is out
-	token := filepath.Join(dir, "token")
-	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
-	cfg := filepath.Join(dir, "robot.yaml")
-	text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host),
-		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
-	os.WriteFile(cfg, []byte(text), 0o600)
+	cfg, httpAddr := boardRobotConfig(t, dir, filepath.Join(dir, "ttyHost")) // never created: the board's cable is out
 	b := bootWith(t, cfg, httpAddr, operatorToken)
 
 	daemontest.WaitFor(t, "the \"journal opened\" or \"mcu not answering yet\" line", testtool.Slow(20*time.Second), func() bool {
@@ -248,4 +231,23 @@ func tableRefusalRun(t *testing.T) (out string, exit error, foreign bool) {
 	}
 	out = buf.String()
 	return out, exit, foreignSession.MatchString(out) && !strings.Contains(out, "SERIAL_TABLE")
+}
+
+// boardRobotConfig writes, in dir, the monitoring test's robot (a serial
+// board on port host, its journal in dir/journal) with the operator token
+// in a file and a free HTTP address, checks it, and returns its path and
+// that address.
+func boardRobotConfig(t *testing.T, dir, host string) (cfg, httpAddr string) {
+	t.Helper()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte(operatorToken+"\n"), 0o600)
+	httpAddr = fmt.Sprintf("127.0.0.1:%d", testtool.FreePort(t))
+	cfg = filepath.Join(dir, "robot.yaml")
+	text := strings.Replace(fmt.Sprintf(monitoringConfig, filepath.Join(dir, "journal"), testtool.FreePort(t), httpAddr, host),
+		`  reset_token_file: ""`, "  reset_token_file: "+token, 1)
+	os.WriteFile(cfg, []byte(text), 0o600)
+	if out, code := run(t, "check-config", cfg); code != 0 {
+		t.Fatalf("test config invalid:\n%s", out)
+	}
+	return cfg, httpAddr
 }

@@ -320,19 +320,11 @@ func BaseCases(maxN int) []Case {
 // never touches the other's actuators.
 func TwoSagaCases(maxN int) []Case {
 	var out []Case
-	for total := 2; total <= maxN; total++ {
-		for a := 1; a < total; a++ {
-			b := total - a
-			for order := uint32(0); order < 1<<uint(total); order++ {
-				if popcount(order) != b {
-					continue
-				}
-				for exp := 1; exp <= a; exp++ {
-					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, Expire: exp, End: Expire})
-				}
-			}
+	interleavings(maxN, func(a, b int, order uint32) {
+		for exp := 1; exp <= a; exp++ {
+			out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, Expire: exp, End: Expire})
 		}
-	}
+	})
 	return out
 }
 
@@ -344,22 +336,30 @@ func TwoSagaCases(maxN int) []Case {
 // zone, must commit.
 func ZoneCases(maxN int) []Case {
 	var out []Case
+	interleavings(maxN, func(a, b int, order uint32) {
+		for z := 1; z <= a+b; z++ {
+			for _, reset := range []bool{false, true} {
+				out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit, Zone: z, ZoneReset: reset})
+			}
+		}
+	})
+	return out
+}
+
+// interleavings calls f, for two sagas of a and b steps (a, b >= 1, a+b <=
+// maxN) by total then a, with every order: a bit per step of the run, set
+// where the second saga's step comes.
+func interleavings(maxN int, f func(a, b int, order uint32)) {
 	for total := 2; total <= maxN; total++ {
 		for a := 1; a < total; a++ {
 			b := total - a
 			for order := uint32(0); order < 1<<uint(total); order++ {
-				if popcount(order) != b {
-					continue
-				}
-				for z := 1; z <= total; z++ {
-					for _, reset := range []bool{false, true} {
-						out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit, Zone: z, ZoneReset: reset})
-					}
+				if popcount(order) == b {
+					f(a, b, order)
 				}
 			}
 		}
 	}
-	return out
 }
 
 func popcount(x uint32) int {
@@ -385,16 +385,9 @@ func subsets(mask uint32) []uint32 {
 // oracle; the invariants judge them.
 func TwoSagaCommitCases(maxN int) []Case {
 	var out []Case
-	for total := 2; total <= maxN; total++ {
-		for a := 1; a < total; a++ {
-			b := total - a
-			for order := uint32(0); order < 1<<uint(total); order++ {
-				if popcount(order) == b {
-					out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit})
-				}
-			}
-		}
-	}
+	interleavings(maxN, func(a, b int, order uint32) {
+		out = append(out, Case{Steps: a, Steps2: b, Sagas: 2, Order: order, End: Commit})
+	})
 	return out
 }
 
